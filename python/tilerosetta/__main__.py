@@ -1,0 +1,5 @@
+import sys
+
+from tilerosetta.cli import main
+
+sys.exit(main())

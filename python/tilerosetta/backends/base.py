@@ -1,0 +1,106 @@
+"""The backend adapter contract. The harness only ever talks to this interface.
+
+A backend subclass provides:
+  * `available() -> (ok, reason)`: whether it can run here; the reason is precise when it cannot.
+  * `implementations() -> {op: fn}`: raw destination-passing callables, fn(*inputs, *outputs, **params),
+    launching on torch's current CUDA stream (or running on `device_type` tensors).
+  * `missing() -> {op: reason}`: ops it does not implement, each with why. An op is never silently
+    served by another backend.
+  * `device_type`: where its tensors must live ("cuda"; "cpu" for interpreters).
+
+`op(name)` returns a BoundOp that validates every argument against the op spec before the raw call,
+so bad inputs are refused the same way, with the same message shape, on every backend.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Callable
+
+import torch
+
+from tilerosetta.errors import BackendUnavailable, OpMissing, TileRosettaError
+from tilerosetta.specs import OP_NAMES, get_spec
+
+
+class BoundOp:
+    """One op of one backend, validated on every call."""
+
+    def __init__(self, backend: "Backend", op: str, fn: Callable):
+        self.backend, self.spec, self.fn = backend, get_spec(op), fn
+
+    def __call__(self, *tensors: torch.Tensor, **params: Any):
+        spec, name = self.spec, self.backend.name
+        names = list(spec.inputs) + list(spec.outputs)
+        if len(tensors) != len(names):
+            raise TileRosettaError(spec.name, name, None,
+                                   f"expected {len(names)} tensors ({', '.join(names)}), got {len(tensors)}")
+        spec.validate(name, self.backend.device_type, dict(zip(names, tensors)), params,
+                      self.backend.dtypes(spec.name))
+        full = spec.full_params(params)
+        try:
+            return self.fn(*tensors, **full)
+        except TileRosettaError:
+            raise
+        except Exception as exc:  # name op and backend on every failure from the language runtime
+            raise RuntimeError(f"{name}.{spec.name}: {type(exc).__name__}: {exc}") from exc
+
+
+class Backend:
+    name: str = "?"
+    language: str = "?"
+    device_type: str = "cuda"
+
+    def available(self) -> tuple[bool, str]:
+        raise NotImplementedError
+
+    def implementations(self) -> dict[str, Callable]:
+        raise NotImplementedError
+
+    def missing(self) -> dict[str, str]:
+        have = self.implementations()
+        return {op: "not implemented in this backend yet" for op in OP_NAMES if op not in have}
+
+    def dtypes(self, op: str) -> tuple[torch.dtype, ...]:
+        """dtypes this backend accepts for an op (default: all the spec's)."""
+        return get_spec(op).dtypes
+
+    def versions(self) -> dict[str, str]:
+        """Versions of the language runtime and compilers, recorded in results."""
+        return {}
+
+    @cached_property
+    def _availability(self) -> tuple[bool, str]:
+        try:
+            return self.available()
+        except Exception as exc:  # an availability probe must never crash a listing
+            return False, f"availability check failed: {type(exc).__name__}: {exc}"
+
+    def is_available(self) -> tuple[bool, str]:
+        return self._availability
+
+    def op(self, name: str) -> BoundOp:
+        get_spec(name)  # unknown op -> KeyError naming the valid ones
+        ok, reason = self.is_available()
+        if not ok:
+            raise BackendUnavailable(self.name, reason)
+        impls = self.implementations()
+        if name not in impls:
+            raise OpMissing(self.name, name, self.missing().get(name, "not implemented"))
+        return BoundOp(self, name, impls[name])
+
+
+class UnavailableBackend(Backend):
+    """Stands in for a backend whose adapter module could not even be imported."""
+
+    def __init__(self, name: str, language: str, reason: str):
+        self.name, self.language, self._reason = name, language, reason
+
+    def available(self):
+        return False, self._reason
+
+    def implementations(self):
+        return {}
+
+    def missing(self):
+        return {op: self._reason for op in OP_NAMES}

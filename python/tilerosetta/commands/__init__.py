@@ -1,0 +1,1 @@
+"""Subcommands of the `tilerosetta` CLI, one module each (see tilerosetta.cli.COMMANDS)."""

@@ -1,0 +1,212 @@
+"""The op spec contract: everything every backend, test and benchmark needs to know about one op.
+
+An op is called destination-passing, always in the same order:
+
+    fn(*inputs, *outputs, **params)
+
+`inputs` and `outputs` are torch tensors named by the spec; `params` are Python scalars (eps, causal,
+scale). Shapes are declared symbolically (("M", "N"), ("M", "2*H")) so that one generic validator
+checks every backend's arguments the same way and names the offending argument.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from tilerosetta.errors import TileRosettaError
+
+FP32, FP16, BF16 = torch.float32, torch.float16, torch.bfloat16
+FLOAT_DTYPES = (FP32, FP16, BF16)
+HALF_DTYPES = (FP16, BF16)
+
+DTYPE_NAMES = {FP32: "fp32", FP16: "fp16", BF16: "bf16"}
+DTYPES_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
+
+# Relative-error norm ||out - ref|| / ||ref|| a result must stay under. fp32 elementwise math lands far
+# below 1e-5; half-precision storage rounds each output by up to 2^-9 (fp16 2^-11), so 1e-2 leaves room
+# for accumulation order without letting a wrong kernel through (a wrong index gives O(1)).
+DEFAULT_TOLERANCE = {FP32: 1e-5, FP16: 1e-2, BF16: 1e-2}
+# tf32 keeps 10 mantissa bits: rounding both operands gives ~3-4e-4 on random data (METHOD.md: near 3e-4).
+TF32_TOLERANCE = 1e-3
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    try:
+        return DTYPES_BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype '{name}': expected one of {sorted(DTYPES_BY_NAME)}") from None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One problem instance: symbolic dimension sizes plus scalar params."""
+
+    dims: dict[str, int]
+    params: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        parts = [f"{k}{v}" for k, v in self.dims.items()]
+        for k, v in self.params.items():
+            if isinstance(v, bool):
+                if v:
+                    parts.append(k)
+            elif v is not None:
+                parts.append(f"{k}{v:g}" if isinstance(v, float) else f"{k}{v}")
+        return "_".join(parts) + (f"_{self.label}" if self.label else "")
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+def _eval_dim(expr: str, dims: dict[str, int]) -> int:
+    """Evaluate a symbolic extent such as 'N', '2*H' against bound dims (only * of ints and names)."""
+    value = 1
+    for factor in expr.split("*"):
+        factor = factor.strip()
+        value *= int(factor) if factor.isdigit() else dims[factor]
+    return value
+
+
+class OpSpec:
+    """Base class of one op's spec. Subclasses fill the class attributes and the small methods below."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    inputs: ClassVar[dict[str, tuple[str, ...]]]  # name -> symbolic shape, in call order
+    outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
+    params: ClassVar[dict[str, Any]] = {}  # name -> default value
+    dtypes: ClassVar[tuple[torch.dtype, ...]] = FLOAT_DTYPES
+    cases: ClassVar[tuple[Case, ...]] = ()  # conformance cases (small: they also run on CPU)
+    bench_cases: ClassVar[tuple[Case, ...]] = ()  # benchmark sizes
+    bound: ClassVar[str] = "memory"  # "memory" or "compute": which roofline ceiling applies
+    dim_choices: ClassVar[dict[str, tuple[int, ...]]] = {}  # dims restricted to a few values (random tests)
+
+    # ---- semantics -------------------------------------------------------------------------
+    def reference(self, params: dict[str, Any], **inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Exact-ish result from float64 inputs (the harness upcasts)."""
+        raise NotImplementedError
+
+    def flops(self, case: Case) -> int:
+        raise NotImplementedError
+
+    def bytes_moved(self, case: Case, dtype: torch.dtype) -> int:
+        """Fewest bytes: each input read once, each output written once."""
+        size = torch.tensor([], dtype=dtype).element_size()
+        dims = case.dims
+        total = 0
+        for shape in list(self.inputs.values()) + list(self.outputs.values()):
+            total += math.prod(_eval_dim(e, dims) for e in shape)
+        return total * size
+
+    def tolerance(self, dtype: torch.dtype) -> float:
+        return DEFAULT_TOLERANCE[dtype]
+
+    def check_extra(self, dims: dict[str, int], params: dict[str, Any]) -> tuple[str, str] | None:
+        """Op-specific constraints beyond shapes: return (arg, message) if violated."""
+        return None
+
+    def full_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        out = dict(self.params)
+        out.update(params)
+        return out
+
+    # ---- shapes and inputs ------------------------------------------------------------------
+    def shapes(self, case: Case) -> dict[str, tuple[int, ...]]:
+        sym = {**self.inputs, **self.outputs}
+        return {n: tuple(_eval_dim(e, case.dims) for e in s) for n, s in sym.items()}
+
+    def make_inputs(self, case: Case, dtype: torch.dtype, device, generator: torch.Generator):
+        """Fresh random inputs (standard normal unless an op overrides it); never zeros."""
+        shapes = self.shapes(case)
+        return {
+            n: torch.randn(shapes[n], dtype=torch.float32, device=device, generator=generator).to(dtype)
+            for n in self.inputs
+        }
+
+    def make_outputs(self, case: Case, dtype: torch.dtype, device, poison: float = float("nan")):
+        """Outputs filled with a poison value so unwritten elements are caught."""
+        shapes = self.shapes(case)
+        return {n: torch.full(shapes[n], poison, dtype=dtype, device=device) for n in self.outputs}
+
+    # ---- validation shared by every backend ----------------------------------------------------
+    def validate(self, backend: str, device_type: str, tensors: dict[str, Any], params: dict[str, Any],
+                 dtypes: tuple[torch.dtype, ...] | None = None) -> dict[str, int]:
+        """Check types, dtype, device, contiguity and shapes. Returns the bound dims.
+
+        Raises TileRosettaError naming op, backend and argument on the first problem found.
+        """
+        allowed = dtypes or self.dtypes
+
+        def fail(arg, msg):
+            raise TileRosettaError(self.name, backend, arg, msg)
+
+        unknown = set(params) - set(self.params)
+        if unknown:
+            fail(sorted(unknown)[0], f"unknown parameter; {self.name} takes {sorted(self.params) or 'none'}")
+        names = list(self.inputs) + list(self.outputs)
+        dtype = None
+        for n in names:
+            t = tensors.get(n)
+            if not isinstance(t, torch.Tensor):
+                fail(n, f"expected a torch.Tensor, got {type(t).__name__}")
+            if t.dtype not in allowed:
+                fail(n, f"dtype {dtype_name(t.dtype)} not supported; expected one of "
+                        f"{[dtype_name(d) for d in allowed]}")
+            if dtype is None:
+                dtype = t.dtype
+            elif t.dtype != dtype:
+                fail(n, f"dtype {dtype_name(t.dtype)} differs from '{names[0]}' ({dtype_name(dtype)})")
+            if t.device.type != device_type:
+                fail(n, f"tensor is on {t.device}, this backend needs a {device_type} tensor")
+            if not t.is_contiguous():
+                fail(n, f"tensor is not contiguous (strides {tuple(t.stride())}); call .contiguous() first")
+        first = tensors[names[0]]
+        for n in names[1:]:
+            if tensors[n].device != first.device:
+                fail(n, f"tensor is on {tensors[n].device}, '{names[0]}' is on {first.device}")
+        sym = {**self.inputs, **self.outputs}
+        dims: dict[str, int] = {}
+        bound_by: dict[str, str] = {}
+        for n in names:  # pass 1: bind plain symbols
+            shape, want = tuple(tensors[n].shape), sym[n]
+            if len(shape) != len(want):
+                fail(n, f"expected {len(want)}-D ({', '.join(want)}), got shape {shape}")
+            for extent, e in zip(shape, want):
+                if e.isidentifier():
+                    if e in dims and dims[e] != extent:
+                        fail(n, f"shape {shape} has {e}={extent} but '{bound_by[e]}' has {e}={dims[e]}")
+                    dims.setdefault(e, extent)
+                    bound_by.setdefault(e, n)
+        for n in names:  # pass 2: derived extents such as 2*H
+            shape, want = tuple(tensors[n].shape), sym[n]
+            expect = tuple(_eval_dim(e, dims) for e in want)
+            if shape != expect:
+                fail(n, f"expected shape {expect} ({', '.join(want)}), got {shape}")
+        for n in names:
+            if tensors[n].numel() == 0:
+                fail(n, f"empty tensor (shape {tuple(tensors[n].shape)})")
+        bad = self.check_extra(dims, self.full_params(params))
+        if bad:
+            fail(*bad)
+        return dims
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in float64; NaN/inf anywhere gives inf (NaN never passes)."""
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(device=o.device, dtype=torch.float64)
+    if not torch.isfinite(o).all():
+        return math.inf
+    denom = torch.linalg.vector_norm(r).item()
+    num = torch.linalg.vector_norm(o - r).item()
+    return num / denom if denom > 0 else num

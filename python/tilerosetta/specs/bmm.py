@@ -1,0 +1,26 @@
+"""bmm: batched matmul (Bt, M, K) @ (Bt, K, N) -> (Bt, M, N); fp32 may use tf32."""
+
+from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec
+
+
+class Bmm(OpSpec):
+    name = "bmm"
+    summary = "out (Bt, M, N) = a (Bt, M, K) @ b (Bt, K, N)"
+    inputs = {"a": ("Bt", "M", "K"), "b": ("Bt", "K", "N")}
+    outputs = {"out": ("Bt", "M", "N")}
+    bound = "compute"
+    cases = tuple(Case({"Bt": bt, "M": m, "N": n, "K": k}) for bt, m, n, k in
+                  ((1, 1, 1, 1), (3, 7, 13, 5), (2, 64, 64, 64), (5, 127, 129, 131), (4, 1, 256, 64),
+                   (2, 256, 128, 512)))
+    bench_cases = (Case({"Bt": 16, "M": 2048, "N": 2048, "K": 2048}),
+                   Case({"Bt": 4, "M": 4096, "N": 4096, "K": 4096}))
+
+    def tolerance(self, dtype):
+        return TF32_TOLERANCE if dtype == FP32 else super().tolerance(dtype)
+
+    def reference(self, params, a, b):
+        return {"out": a @ b}
+
+    def flops(self, case):
+        d = case.dims
+        return 2 * d["Bt"] * d["M"] * d["N"] * d["K"]

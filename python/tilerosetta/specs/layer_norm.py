@@ -1,0 +1,32 @@
+"""layer_norm: y = (x - mean) / sqrt(var + eps) * w + b over rows of (M, N) (biased variance)."""
+
+import torch
+
+from tilerosetta.specs.base import Case, OpSpec
+
+
+class LayerNorm(OpSpec):
+    name = "layer_norm"
+    summary = "out = (x - mean) / sqrt(var + eps) * w + b"
+    inputs = {"x": ("M", "N"), "w": ("N",), "b": ("N",)}
+    outputs = {"out": ("M", "N")}
+    params = {"eps": 1e-5}
+    cases = tuple(Case({"M": m, "N": n}) for m, n in
+                  ((1, 2), (1, 4096), (3, 7), (17, 129), (64, 1024), (257, 4099), (2, 16384)))
+    bench_cases = (Case({"M": 4096, "N": 8192}), Case({"M": 16384, "N": 4096}))
+
+    def make_inputs(self, case, dtype, device, generator):
+        s = self.shapes(case)
+        # A large common offset checks that variance is computed around the mean, not as E[x²]-E[x]².
+        x = 3.0 + torch.randn(s["x"], device=device, generator=generator)
+        w = 1.0 + 0.5 * torch.randn(s["w"], device=device, generator=generator)
+        b = torch.randn(s["b"], device=device, generator=generator)
+        return {"x": x.to(dtype), "w": w.to(dtype), "b": b.to(dtype)}
+
+    def reference(self, params, x, w, b):
+        mean = x.mean(dim=-1, keepdim=True)
+        var = (x - mean).pow(2).mean(dim=-1, keepdim=True)
+        return {"out": (x - mean) * torch.rsqrt(var + params["eps"]) * w + b}
+
+    def flops(self, case):
+        return 8 * case.dims["M"] * case.dims["N"]

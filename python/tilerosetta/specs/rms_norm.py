@@ -1,0 +1,29 @@
+"""rms_norm: y = x / sqrt(mean(x^2) + eps) * w over rows of (M, N)."""
+
+import torch
+
+from tilerosetta.specs.base import Case, OpSpec
+
+
+class RmsNorm(OpSpec):
+    name = "rms_norm"
+    summary = "out = x / sqrt(mean(x^2, -1) + eps) * w"
+    inputs = {"x": ("M", "N"), "w": ("N",)}
+    outputs = {"out": ("M", "N")}
+    params = {"eps": 1e-6}
+    cases = tuple(Case({"M": m, "N": n}) for m, n in
+                  ((1, 1), (1, 4096), (3, 7), (17, 129), (64, 1024), (257, 4099), (2, 16384)))
+    bench_cases = (Case({"M": 4096, "N": 8192}), Case({"M": 16384, "N": 4096}))
+
+    def make_inputs(self, case, dtype, device, generator):
+        s = self.shapes(case)
+        x = torch.randn(s["x"], device=device, generator=generator)
+        w = 1.0 + 0.5 * torch.randn(s["w"], device=device, generator=generator)
+        return {"x": x.to(dtype), "w": w.to(dtype)}
+
+    def reference(self, params, x, w):
+        rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + params["eps"])
+        return {"out": x * rms * w}
+
+    def flops(self, case):
+        return 4 * case.dims["M"] * case.dims["N"]

@@ -1,0 +1,23 @@
+"""silu_and_mul (SwiGLU): out (M, H) = silu(x[:, :H]) * x[:, H:] for x (M, 2H)."""
+
+import torch
+
+from tilerosetta.specs.base import Case, OpSpec
+
+
+class SiluAndMul(OpSpec):
+    name = "silu_and_mul"
+    summary = "out = silu(x[:, :H]) * x[:, H:]"
+    inputs = {"x": ("M", "2*H")}
+    outputs = {"out": ("M", "H")}
+    cases = tuple(Case({"M": m, "H": h}) for m, h in
+                  ((1, 1), (1, 4096), (3, 7), (17, 129), (64, 1024), (257, 4099)))
+    bench_cases = (Case({"M": 4096, "H": 14336}), Case({"M": 16384, "H": 4096}))
+
+    def reference(self, params, x):
+        h = x.shape[-1] // 2
+        gate, up = x[:, :h], x[:, h:]
+        return {"out": gate * torch.sigmoid(gate) * up}
+
+    def flops(self, case):
+        return 5 * case.dims["M"] * case.dims["H"]

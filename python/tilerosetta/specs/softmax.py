@@ -1,0 +1,26 @@
+"""softmax: numerically stable row softmax over the last dim of (M, N)."""
+
+import torch
+
+from tilerosetta.specs.base import Case, OpSpec
+
+
+class Softmax(OpSpec):
+    name = "softmax"
+    summary = "out = softmax(x, dim=-1) over rows of (M, N)"
+    inputs = {"x": ("M", "N")}
+    outputs = {"out": ("M", "N")}
+    cases = tuple(Case({"M": m, "N": n}) for m, n in
+                  ((1, 1), (1, 1000), (3, 7), (17, 129), (64, 1024), (257, 4099), (5, 16384)))
+    bench_cases = (Case({"M": 4096, "N": 16384}), Case({"M": 32768, "N": 4096}))
+
+    def make_inputs(self, case, dtype, device, generator):
+        # Scale so exp() would overflow without max-subtraction: checks numerical stability.
+        x = torch.randn(self.shapes(case)["x"], device=device, generator=generator) * 30.0
+        return {"x": x.to(dtype)}
+
+    def reference(self, params, x):
+        return {"out": torch.softmax(x, dim=-1)}
+
+    def flops(self, case):
+        return 5 * case.dims["M"] * case.dims["N"]  # max, sub, exp, sum, div

@@ -1,0 +1,112 @@
+"""The op specs themselves: references, counts, validation. Runs everywhere, no backend needed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tilerosetta.errors import TileRosettaError
+from tilerosetta.harness import make_case_tensors, reference
+from tilerosetta.specs import OP_NAMES, SPECS, Case, rel_error
+
+EXPECTED_OPS = ("vector_add", "transpose", "softmax", "rms_norm", "layer_norm", "silu_and_mul", "rope",
+                "matmul", "bmm", "attention")
+
+
+def test_the_ten_ops():
+    assert OP_NAMES == EXPECTED_OPS
+
+
+@pytest.mark.parametrize("op", EXPECTED_OPS)
+def test_spec_is_complete(op):
+    spec = SPECS[op]
+    assert spec.cases and spec.bench_cases and spec.dtypes and spec.summary
+    names = [c.name for c in spec.cases]
+    assert len(names) == len(set(names)), f"duplicate case names in {op}"
+    dims = [c.dims for c in spec.cases]
+    assert any(min(d.values()) == 1 for d in dims), f"{op} has no size-1 case"
+    assert any(any(v % 2 for v in d.values() if v > 2) for d in dims), f"{op} has no odd (untileable) size"
+    for case in spec.bench_cases:
+        assert spec.bytes_moved(case, torch.bfloat16) > 0
+        assert spec.flops(case) >= 0
+
+
+def _ref(op, case, dtype=torch.float32):
+    spec = SPECS[op]
+    inputs, _ = make_case_tensors(spec, case, dtype, "cpu", seed=3)
+    return inputs, reference(spec, case, inputs)["out"]
+
+
+def test_softmax_reference_is_stable_and_matches_torch():
+    inputs, ref = _ref("softmax", Case({"M": 4, "N": 300}))
+    assert torch.isfinite(ref).all()
+    assert torch.allclose(ref.sum(-1), torch.ones(4, dtype=torch.float64))
+    assert rel_error(torch.softmax(inputs["x"].double(), -1), ref) < 1e-12
+
+
+def test_norm_references_match_torch_functional():
+    inputs, ref = _ref("rms_norm", Case({"M": 5, "N": 33}))
+    x, w = inputs["x"].double(), inputs["w"].double()
+    assert rel_error(F.rms_norm(x, (33,), w, 1e-6), ref) < 1e-12
+    inputs, ref = _ref("layer_norm", Case({"M": 5, "N": 33}))
+    x, w, b = (inputs[n].double() for n in "xwb")
+    assert rel_error(F.layer_norm(x, (33,), w, b, 1e-5), ref) < 1e-12
+
+
+def test_attention_reference_matches_sdpa():
+    for causal in (False, True):
+        case = Case({"B": 1, "H": 2, "S": 19, "D": 64}, {"causal": causal})
+        inputs, ref = _ref("attention", case, torch.float16)
+        q, k, v = (inputs[n].double() for n in "qkv")
+        assert rel_error(F.scaled_dot_product_attention(q, k, v, is_causal=causal), ref) < 1e-10
+
+
+def test_rope_reference_rotates_pairs():
+    inputs, ref = _ref("rope", Case({"B": 1, "H": 1, "S": 5, "D": 8}))
+    q, cos, sin = (inputs[n].double() for n in ("q", "cos", "sin"))
+    # position 0 has angle 0: identity
+    assert rel_error(ref[0, 0, 0], q[0, 0, 0]) < 1e-6
+    # a rotation preserves the norm of each (i, i + D/2) pair, up to the rounding of cos/sin to fp32
+    pairs_in = q[..., :4] ** 2 + q[..., 4:] ** 2
+    pairs_out = ref[..., :4] ** 2 + ref[..., 4:] ** 2
+    assert torch.allclose(pairs_in, pairs_out, rtol=1e-5)
+
+
+def test_flop_and_byte_counts():
+    mm = SPECS["matmul"]
+    c = Case({"M": 4096, "N": 4096, "K": 4096})
+    assert mm.flops(c) == 2 * 4096**3
+    assert mm.bytes_moved(c, torch.bfloat16) == 3 * 4096 * 4096 * 2
+    att = SPECS["attention"]
+    nc = Case({"B": 4, "H": 32, "S": 4096, "D": 128}, {"causal": False})
+    cc = Case({"B": 4, "H": 32, "S": 4096, "D": 128}, {"causal": True})
+    assert att.flops(nc) == 4 * 4 * 32 * 4096 * 4096 * 128 == 2 * att.flops(cc)
+    sm = SPECS["silu_and_mul"]
+    assert sm.bytes_moved(Case({"M": 10, "H": 3}), torch.float32) == (10 * 6 + 10 * 3) * 4
+
+
+def test_validation_names_the_argument():
+    spec = SPECS["silu_and_mul"]
+    x = torch.randn(4, 10)
+    out = torch.empty(4, 6)
+    with pytest.raises(TileRosettaError, match=r"argument 'x'.*expected shape \(4, 12\)"):
+        spec.validate("demo", "cpu", {"x": x, "out": out}, {})
+    assert spec.validate("demo", "cpu", {"x": x, "out": torch.empty(4, 5)}, {}) == {"M": 4, "H": 5}
+
+
+def test_attention_rejects_unsupported_head_dim():
+    spec = SPECS["attention"]
+    t = torch.randn(1, 1, 4, 32, dtype=torch.float16)
+    with pytest.raises(TileRosettaError, match="head dim D=32"):
+        spec.validate("demo", "cpu", {"q": t, "k": t, "v": t, "out": t.clone()}, {})
+
+
+def test_rel_error_never_passes_nan():
+    ref = torch.ones(4)
+    out = torch.ones(4)
+    out[2] = float("nan")
+    assert math.isinf(rel_error(out, ref))
+    assert rel_error(torch.ones(4), ref) == 0.0
