@@ -65,6 +65,20 @@ class Backend:
         """dtypes this backend accepts for an op (default: all the spec's)."""
         return get_spec(op).dtypes
 
+    # ---- tuning (issue: tile-size sweeps) ------------------------------------------------------
+    def config_space(self, op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
+        """Configurations (tile sizes, warps, stages, ...) a sweep may try for op/dtype; [] = not tunable."""
+        return []
+
+    def default_config(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
+        """The configuration an ordinary call uses (from the backend's committed table or its fallback)."""
+        return {}
+
+    def set_config(self, op: str, dtype: torch.dtype, config: dict[str, Any] | None) -> None:
+        """Force a configuration for later calls of op/dtype (None restores the default). Sweeps use this."""
+        if config:
+            raise NotImplementedError(f"{self.name} has no tunable configuration for {op}")
+
     def versions(self) -> dict[str, str]:
         """Versions of the language runtime and compilers, recorded in results."""
         return {}
