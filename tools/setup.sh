@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pick_python() {
   for p in python3.12 "$HOME/.pyenv/versions/3.12"*/bin/python3.12 python3.11 "$HOME/.pyenv/versions/3.11"*/bin/python3.11 python3; do
-    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
       echo "$p"; return 0
     fi
   done
