@@ -15,13 +15,16 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($py --version)"
   "$py" -m venv .venv
 fi
-stamp=.venv/.requirements.sha
-want=$(cat requirements.txt toolchain-requirements.txt | sha256sum | cut -c1-16)
-if [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
+# Reinstall only what changed (each stamp holds a hash of its requirements file).
+stamp() { sha256sum "$1" | cut -c1-16; }
+if [ "$(cat .venv/.requirements.sha 2>/dev/null)" != "$(stamp requirements.txt)" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r requirements.txt
+  stamp requirements.txt > .venv/.requirements.sha
+fi
+if [ "$(cat .toolchain/.requirements.sha 2>/dev/null)" != "$(stamp toolchain-requirements.txt)" ]; then
   rm -rf .toolchain
   .venv/bin/python -m pip install -q --no-deps --target .toolchain -r toolchain-requirements.txt
-  echo "$want" > $stamp
+  stamp toolchain-requirements.txt > .toolchain/.requirements.sha
 fi
 echo "setup: $(.venv/bin/python --version), tileiras $(.toolchain/nvidia/cu13/bin/tileiras --version | grep -o 'V[0-9.]*' | head -1)"
