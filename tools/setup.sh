@@ -27,4 +27,4 @@ if [ "$(cat .toolchain/.requirements.sha 2>/dev/null)" != "$(stamp toolchain-req
   .venv/bin/python -m pip install -q --no-deps --target .toolchain -r toolchain-requirements.txt
   stamp toolchain-requirements.txt > .toolchain/.requirements.sha
 fi
-echo "setup: $(.venv/bin/python --version), tileiras $(.toolchain/nvidia/cu13/bin/tileiras --version | grep -o 'V[0-9.]*' | head -1)"
+echo "setup: $(.venv/bin/python --version), tileiras $(.toolchain/nvidia/cu13/bin/tileiras --version | grep -o 'V[0-9][0-9.]*' | head -1)"
