@@ -1,0 +1,461 @@
+"""`tilerosetta report RESULTS`: Markdown + one self-contained HTML page (plots as base64 PNG).
+
+Contents: headline table (op x backend: % of ceiling and speedup vs torch), per-op grouped bars
+(TFLOP/s or GB/s by backend), a backend x op heatmap of % of roofline, a roofline chart, first-call
+(compile) and launch-overhead tables, every result, problems, and the environment of the run.
+
+The report is built once as a list of blocks (paragraph, table, image) and rendered twice, so the
+Markdown and the HTML always say the same thing.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from tilerosetta.bench.results import Results, load
+from tilerosetta.bench.runner import fmt_ms
+
+HEADLINE_DTYPE = "bf16"
+BAD = ("wrong", "error", "crashed")
+
+
+@dataclass
+class Block:
+    kind: str  # "p", "table", "img", "pre"
+    text: str = ""
+    header: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    name: str = ""  # image file name
+    png: bytes = b""
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+# ---- numbers -------------------------------------------------------------------------------------
+def geomean(values) -> float | None:
+    v = [x for x in values if x is not None and x > 0]
+    return math.exp(statistics.fmean(math.log(x) for x in v)) if v else None
+
+
+def cell_stats(res: Results, op: str, backend: str, dtype: str) -> dict:
+    """Aggregate of one op x backend at one dtype over its bench sizes (geometric means)."""
+    recs = [r for r in res.results if r["op"] == op and r["backend"] == backend and r["dtype"] == dtype]
+    ok = [r for r in recs if r["status"] == "ok"]
+    return {"n": len(recs), "ok": len(ok), "bad": sorted({r["status"] for r in recs if r["status"] in BAD}),
+            "missing": all(r["status"] in ("missing", "unsupported") for r in recs) if recs else True,
+            "pct": geomean(r.get("pct_of_ceiling") for r in ok),
+            "speedup": geomean(res.speedup(r) for r in ok)}
+
+
+def headline_dtype(res: Results, op: str, preferred: str = HEADLINE_DTYPE) -> str:
+    dts = [r["dtype"] for r in res.results if r["op"] == op]
+    return preferred if preferred in dts else (dts[0] if dts else preferred)
+
+
+def headline(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[list[str], list[list[str]]]:
+    backends = res.backends()
+    rows = []
+    for op in res.ops():
+        dt = headline_dtype(res, op, preferred)
+        line = [op, dt]
+        for b in backends:
+            s = cell_stats(res, op, b, dt)
+            if s["ok"]:
+                parts = []
+                if s["pct"] is not None:
+                    parts.append(f"{s['pct']:.0f}%")
+                if s["speedup"] is not None and b != "torch":
+                    parts.append(f"{s['speedup']:.2f}x")
+                if s["bad"]:
+                    parts.append("(some " + "/".join(s["bad"]) + ")")
+                line.append(" ".join(parts) or "ok")
+            elif s["bad"]:
+                line.append("/".join(x.upper() for x in s["bad"]))
+            else:
+                line.append("-")
+        rows.append(line)
+    return ["op", "dtype", *backends], rows
+
+
+def pct_matrix(res: Results, preferred: str = HEADLINE_DTYPE):
+    backends, ops = res.backends(), res.ops()
+    data = [[cell_stats(res, op, b, headline_dtype(res, op, preferred))["pct"] for op in ops] for b in backends]
+    return backends, ops, data
+
+
+# ---- plots --------------------------------------------------------------------------------------
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _colors(backends):
+    palette = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
+    return {b: palette[i % len(palette)] for i, b in enumerate(backends)}
+
+
+def op_bars(res: Results, op: str) -> bytes:
+    recs = [r for r in res.results if r["op"] == op]
+    groups = []
+    for r in recs:
+        g = (r["dtype"], r["case"])
+        if g not in groups:
+            groups.append(g)
+    backends = [b for b in res.backends() if any(r["backend"] == b for r in recs)]
+    compute = recs[0].get("bound") == "compute" if recs else False
+    metric, unit = ("tflops", "TFLOP/s") if compute else ("gbps", "GB/s")
+    colors = _colors(res.backends())
+    fig = Figure(figsize=(min(14, max(6, 0.65 * len(groups) * max(1, len(backends)))), 3.8))
+    ax = fig.subplots()
+    width = 0.8 / max(1, len(backends))
+    index = {(r["dtype"], r["case"], r["backend"]): r for r in recs}
+    for j, b in enumerate(backends):
+        xs, ys = [], []
+        for i, g in enumerate(groups):
+            r = index.get((*g, b))
+            x = i - 0.4 + width * (j + 0.5)
+            if r and r["status"] == "ok" and r.get(metric) is not None:
+                xs.append(x)
+                ys.append(r[metric])
+            elif r and r["status"] in BAD:
+                ax.text(x, 0, r["status"], rotation=90, color="#c44e52", fontsize=7, ha="center", va="bottom")
+        ax.bar(xs, ys, width, label=b, color=colors[b])
+    if res.ceilings and not res.cpu_only:
+        styles = iter(["--", ":", "-.", (0, (5, 1))])
+        if compute:
+            for dt in sorted({g[0] for g in groups}):
+                kind, val = res.ceilings.for_result("compute", dt)
+                ax.axhline(val, ls=next(styles), lw=0.9, color="#444",
+                           label=f"ceiling: torch.mm {kind.split(':')[1]} {val:.0f}")
+        else:
+            ax.axhline(res.ceilings.copy_gbps, ls="--", lw=0.9, color="#444",
+                       label=f"ceiling: copy {res.ceilings.copy_gbps:.0f}")
+    ax.set_xticks(range(len(groups)), [f"{d}\n{c}" for d, c in groups], fontsize=7)
+    ax.set_ylabel(unit)
+    ax.set_title(f"{op} ({'compute' if compute else 'memory'}-bound): {unit} by backend, higher is better")
+    ax.legend(fontsize=7, ncols=min(8, len(backends) + 3), loc="upper left", bbox_to_anchor=(0, -0.18))
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def heatmap(res: Results, preferred: str = HEADLINE_DTYPE) -> bytes:
+    backends, ops, data = pct_matrix(res, preferred)
+    fig = Figure(figsize=(1.0 + 0.9 * len(ops), 0.8 + 0.45 * len(backends)))
+    ax = fig.subplots()
+    values = [[(v if v is not None else float("nan")) for v in row] for row in data]
+    im = ax.imshow(values, cmap="viridis", vmin=0, vmax=100, aspect="auto")
+    for i, row in enumerate(data):
+        for j, v in enumerate(row):
+            ax.text(j, i, "-" if v is None else f"{v:.0f}", ha="center", va="center", fontsize=8,
+                    color="white" if v is None or v < 60 else "black")
+    ax.set_xticks(range(len(ops)), ops, rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(range(len(backends)), backends, fontsize=8)
+    ax.set_title(f"% of roofline ceiling ({preferred} where the op has it; geometric mean over sizes)", fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.03)
+    return _png(fig)
+
+
+def roofline(res: Results, dtype: str = HEADLINE_DTYPE) -> bytes | None:
+    if not res.ceilings:
+        return None
+    pts = [r for r in res.results if r["status"] == "ok" and r.get("flops") and r.get("bytes")]
+    if not pts:
+        return None
+    bw = res.ceilings.copy_gbps / 1e3  # TB/s
+    peak = res.ceilings.mm_tflops.get(dtype) or max(res.ceilings.mm_tflops.values())
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    ais = [r["flops"] / r["bytes"] for r in pts]
+    lo, hi = min(ais + [peak / bw]) / 4, max(ais + [peak / bw]) * 4
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(xs, [min(peak, x * bw) for x in xs], color="#222", lw=1.2,
+            label=f"roof: copy {bw * 1e3:.0f} GB/s, torch.mm {dtype} {peak:.0f} TFLOP/s")
+    colors = _colors(res.backends())
+    markers = "osD^v<>phX*"
+    ops = res.ops()
+    for b in res.backends():
+        for k, op in enumerate(ops):
+            sel = [r for r in pts if r["backend"] == b and r["op"] == op]
+            if sel:
+                ax.scatter([r["flops"] / r["bytes"] for r in sel], [r["tflops"] for r in sel], s=22,
+                           color=colors[b], marker=markers[k % len(markers)], alpha=0.85)
+    for b in res.backends():
+        if any(r["backend"] == b for r in pts):
+            ax.scatter([], [], color=colors[b], label=b)
+    for k, op in enumerate(ops):
+        if any(r["op"] == op for r in pts):
+            ax.scatter([], [], color="#888", marker=markers[k % len(markers)], label=op)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte moved)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title("Roofline (every timed result; ops without FLOPs, e.g. transpose, are not shown)", fontsize=9)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.grid(True, which="both", alpha=0.2)
+    return _png(fig)
+
+
+# ---- tables ---------------------------------------------------------------------------------------
+def _f(v, digits=1, suffix=""):
+    return "-" if v is None else f"{v:.{digits}f}{suffix}"
+
+
+def compile_table(res: Results):
+    rows = []
+    for b in res.backends():
+        for op in res.ops():
+            sel = [r for r in res.results if r["backend"] == b and r["op"] == op and r.get("first_call_ms")]
+            if not sel:
+                continue
+            first = [r["first_call_ms"] for r in sel]
+            warm = [r["warm_call_ms"] for r in sel if r.get("warm_call_ms") is not None]
+            rows.append([b, op, str(len(sel)), _f(statistics.median(first), 1), _f(max(first), 1),
+                         _f(statistics.median(warm), 3) if warm else "-"])
+    return ["backend", "op", "cases", "first call ms (median)", "first call ms (max)", "warm call ms (median)"], rows
+
+
+def launch_table(res: Results):
+    rows = []
+    for r in res.launch:
+        if r.get("status") == "ok":
+            rows.append([r["backend"], f"{r['op']} {r.get('dtype', '')} {r['case']}", _f(r["bound_us"], 1),
+                         _f(r["raw_us"], 1), _f(r["bound_us"] - r["raw_us"], 1)])
+        else:
+            rows.append([r["backend"], r["op"], r.get("status", "?"), r.get("message", "")[:80], ""])
+    return ["backend", "case", "BoundOp µs/call", "raw fn µs/call", "validation µs"], rows
+
+
+def results_table(res: Results):
+    rows = []
+    for r in sorted(res.results, key=lambda r: (res.ops().index(r["op"]), r["dtype"], r["case"],
+                                                res.backends().index(r["backend"]))):
+        if r["status"] in ("missing", "unsupported"):
+            continue
+        t = r.get("timing") or {}
+        sp = res.speedup(r)
+        rows.append([r["op"], r["dtype"], r["case"], r["backend"], r["status"] + (" (suspect)" if r.get("suspect") else ""),
+                     r.get("method", "-"), fmt_ms(t.get("median_ms")),
+                     f"{fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}" if t else "-",
+                     _f(r.get("tflops"), 1), _f(r.get("gbps"), 0), _f(r.get("pct_of_ceiling"), 0, "%"),
+                     _f(sp, 2, "x"), _config_text(r.get("config"))])
+    return ["op", "dtype", "case", "backend", "status", "method", "median", "p20 – p80", "TFLOP/s", "GB/s",
+            "% ceiling", "vs torch", "config"], rows
+
+
+def _config_text(cfg) -> str:
+    if not cfg:
+        return "-"
+    return ", ".join(f"{k}={v}" for k, v in cfg.items())
+
+
+def problems(res: Results) -> list[Block]:
+    out = []
+    bad = [r for r in res.results if r["status"] in BAD]
+    if bad:
+        out.append(Block("table", header=["backend", "op", "dtype", "case", "status", "message"],
+                         rows=[[r["backend"], r["op"], r["dtype"], r["case"], r["status"],
+                                r.get("message", "")[:300]] for r in bad]))
+    else:
+        out.append(Block("p", "No wrong, failing or crashed case."))
+    suspect = [r for r in res.results if r.get("suspect")]
+    if suspect:
+        out.append(Block("p", "Suspiciously fast (above the measured ceiling): " + "; ".join(
+            f"{r['backend']}.{r['op']} {r['dtype']} {r['case']}: {r['suspect']}" for r in suspect)))
+    gaps: dict[str, dict[str, list[str]]] = {}
+    for r in res.results:
+        if r["status"] in ("missing", "unsupported"):
+            gaps.setdefault(r["backend"], {}).setdefault(r.get("message", r["status"]), []).append(
+                f"{r['op']}/{r['dtype']}")
+    for b, reasons in gaps.items():
+        for why, which in reasons.items():
+            uniq = sorted(set(which))
+            out.append(Block("p", f"{b}: not run for {len(uniq)} op/dtype pair(s) ({', '.join(uniq[:12])}"
+                                  f"{' ...' if len(uniq) > 12 else ''}): {why}"))
+    unavailable = [(n, b) for n, b in res.meta.get("backends", {}).items() if not b.get("available")]
+    for n, b in unavailable:
+        out.append(Block("p", f"{n} unavailable: {b.get('reason', '?')}"))
+    return out
+
+
+def method_notes(res: Results) -> list[Block]:
+    counts: dict[str, int] = {}
+    notes = []
+    for r in res.results:
+        if r["status"] == "ok":
+            counts[r.get("method", "?")] = counts.get(r.get("method", "?"), 0) + 1
+            note = (r.get("timing") or {}).get("note")
+            if note:
+                notes.append(f"{r['backend']}.{r['op']} {r['dtype']} {r['case']}: {note}")
+    text = ("Timing: " + str(res.meta.get("timing", "")) + ". Methods used: " +
+            ", ".join(f"{k}: {v} result(s)" for k, v in counts.items()) + ".")
+    blocks = [Block("p", text)]
+    if notes:
+        blocks.append(Block("p", "Results not timed as a CUDA graph, and why: " + "; ".join(notes[:40])))
+    return blocks
+
+
+def environment_rows(res: Results):
+    m = res.meta
+    gpu = m.get("gpu", {})
+    tc = m.get("toolchain", {})
+    git = m.get("git", {})
+    rows = [["GPU", f"{gpu.get('name', '?')} {gpu.get('arch') or ''}"],
+            ["driver / driver CUDA", f"{gpu.get('driver', '?')} / {gpu.get('driver_cuda', '?')}"],
+            ["torch CUDA runtime", str(m.get("cuda_runtime"))],
+            ["tileiras / ptxas", f"{tc.get('tileiras')} / {tc.get('ptxas')}"],
+            ["packages", ", ".join(f"{k} {v}" for k, v in m.get("packages", {}).items())],
+            ["git commit", f"{git.get('commit', '?')}{' (dirty)' if git.get('dirty') else ''}"],
+            ["date", str(m.get("date", "?"))],
+            ["settings", ", ".join(f"{k}={v}" for k, v in m.get("settings", {}).items())]]
+    for name, b in m.get("backends", {}).items():
+        if b.get("available"):
+            rows.append([f"backend {name}", ", ".join(f"{k} {v}" for k, v in b.get("versions", {}).items())])
+    if res.ceilings:
+        c = res.ceilings
+        rows.append(["ceilings", f"copy {c.copy_gbps:.0f} GB/s; torch.mm " +
+                     ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in c.mm_tflops.items())])
+    return ["", ""], rows
+
+
+# ---- assembly --------------------------------------------------------------------------------------
+def build(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[str, list[Section]]:
+    gpu = res.meta.get("gpu", {}).get("name", "unknown GPU")
+    title = f"TileRosetta benchmark: {gpu}"
+    warn = []
+    if res.is_fixture:
+        warn.append(Block("p", "**FIXTURE**: hand-made sample data for tests and for rendering without a GPU. "
+                               "These numbers are NOT measurements."))
+    if res.cpu_only:
+        warn.append(Block("p", "**CPU ONLY**: host wall-clock timings of CPU tensors. NOT comparable with GPU "
+                               "results; no % of ceiling."))
+    intro = Section("Summary", warn + [
+        Block("p", f"Each cell: % of the relevant ceiling (copy bandwidth for memory-bound ops, torch.mm rate of "
+                   f"the dtype for compute-bound ops), then speedup over the torch backend, geometric mean over "
+                   f"the op's bench sizes at {preferred} (the op's first dtype where it has no {preferred}). "
+                   f"WRONG = disagreed with the reference (never timed); ERROR = raised; - = not run."),
+        Block("table", header=headline(res, preferred)[0], rows=headline(res, preferred)[1])])
+    sections = [intro]
+    if not res.cpu_only:
+        sections.append(Section("% of roofline", [Block("img", name="heatmap.png", png=heatmap(res, preferred),
+                                                        text="backend x op heatmap of % of ceiling")]))
+        roof = roofline(res, preferred)
+        if roof:
+            sections.append(Section("Roofline", [Block("img", name="roofline.png", png=roof, text="roofline")]))
+    per_op = Section("Per op")
+    for op in res.ops():
+        if any(r["op"] == op and r["status"] in ("ok",) + BAD for r in res.results):
+            per_op.blocks.append(Block("img", name=f"op_{op}.png", png=op_bars(res, op), text=f"{op} by backend"))
+    sections.append(per_op)
+    h, rows = compile_table(res)
+    sections.append(Section("First call (compile) vs warm call", [
+        Block("p", "Host wall time of one call up to its completion. The first call of a case in the process "
+                   "includes JIT compilation / module loading; first minus warm approximates the compile cost."),
+        Block("table", header=h, rows=rows)]))
+    h, rows = launch_table(res)
+    sections.append(Section("Launch overhead", [
+        Block("p", "Host time per asynchronous call on a tiny problem (the GPU never holds the host back): through "
+                   "the validating BoundOp and through the backend's raw function."),
+        Block("table", header=h, rows=rows)]))
+    h, rows = results_table(res)
+    sections.append(Section("All results", method_notes(res) + [Block("table", header=h, rows=rows)]))
+    sections.append(Section("Problems and gaps", problems(res)))
+    h, rows = environment_rows(res)
+    sections.append(Section("Environment", [Block("table", header=["item", "value"], rows=rows)]))
+    return title, sections
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(title: str, sections: list[Section], image_dir: str = "plots") -> str:
+    out = [f"# {title}", ""]
+    for s in sections:
+        out += [f"## {s.title}", ""]
+        for b in s.blocks:
+            if b.kind == "p":
+                out += [b.text, ""]
+            elif b.kind == "pre":
+                out += ["```", b.text, "```", ""]
+            elif b.kind == "img":
+                out += [f"![{b.text}]({image_dir}/{b.name})", ""]
+            elif b.kind == "table":
+                out.append("| " + " | ".join(_md_cell(h) for h in b.header) + " |")
+                out.append("|" + "---|" * len(b.header))
+                out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in b.rows]
+                out.append("")
+    return "\n".join(out)
+
+
+CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;"
+       "font-size:13px;margin:0.5em 0}td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}"
+       "th{background:#f2f2f2}td.bad{color:#b00;font-weight:bold}img{max-width:100%}.warn{background:#fee;"
+       "padding:0.6em;border:1px solid #c00}")
+
+
+def _html_text(text: str) -> str:
+    t = html.escape(text)
+    while "**" in t:  # the only Markdown the paragraphs use
+        t = t.replace("**", "<b>", 1).replace("**", "</b>", 1)
+    return t
+
+
+def to_html(title: str, sections: list[Section]) -> str:
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+           f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    for s in sections:
+        out.append(f"<h2>{html.escape(s.title)}</h2>")
+        for b in s.blocks:
+            if b.kind == "p":
+                cls = " class='warn'" if b.text.startswith("**") else ""
+                out.append(f"<p{cls}>{_html_text(b.text)}</p>")
+            elif b.kind == "pre":
+                out.append(f"<pre>{html.escape(b.text)}</pre>")
+            elif b.kind == "img":
+                data = base64.b64encode(b.png).decode("ascii")
+                out.append(f"<img alt='{html.escape(b.text)}' src='data:image/png;base64,{data}'>")
+            elif b.kind == "table":
+                out.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in b.header) + "</tr>")
+                for row in b.rows:
+                    cells = []
+                    for c in row:
+                        bad = any(w in str(c) for w in ("WRONG", "ERROR", "CRASHED", "wrong", "error", "crashed"))
+                        cells.append(f"<td{' class=bad' if bad else ''}>{html.escape(str(c))}</td>")
+                    out.append("<tr>" + "".join(cells) + "</tr>")
+                out.append("</table>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def default_out_dir(results_path: Path) -> Path:
+    return results_path.parent / f"{results_path.stem}-report"
+
+
+def write(results_path, out_dir: Path | None = None, preferred: str = HEADLINE_DTYPE) -> dict[str, Path]:
+    res = load(results_path)
+    out_dir = Path(out_dir) if out_dir else default_out_dir(res.path)
+    title, sections = build(res, preferred)
+    plots = out_dir / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    for s in sections:
+        for b in s.blocks:
+            if b.kind == "img":
+                (plots / b.name).write_bytes(b.png)
+    md = out_dir / "report.md"
+    md.write_text(to_markdown(title, sections), encoding="utf-8")
+    page = out_dir / "report.html"
+    page.write_text(to_html(title, sections), encoding="utf-8")
+    return {"markdown": md, "html": page, "plots": plots}
