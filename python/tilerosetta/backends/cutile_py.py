@@ -1,0 +1,126 @@
+"""The `cutile_py` backend: the ten ops as cuTile Python kernels (python/tilerosetta/kernels/cutile/).
+
+cuda.tile JIT-compiles a kernel on its first launch for each new signature (dtypes, constants such as
+tile sizes) by calling tileiras, then launches the cubin on torch's current CUDA stream. tileiras must
+be the pinned 13.4 trio, so toolchain.activate() runs before anything can compile: it puts the pinned
+bin/ first on PATH (cuda.tile looks for the pip package nvidia-cuda-tileiras, then PATH, then CUDA_HOME)
+and removes a CUDA_HOME that would drag in an older ptxas/libnvvm.
+
+Without a GPU the backend is unavailable (there is no cuTile interpreter); the kernels are still
+compiled for sm_80/90/100/120 on the CPU by shared_tests/test_cutile_py_compile.py.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+from typing import Any
+
+import torch
+
+from tilerosetta import toolchain
+from tilerosetta.backends.base import Backend
+from tilerosetta.kernels.cutile import config as cfgmod
+from tilerosetta.kernels.cutile import prepare_fn
+from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
+
+
+def _cuda_tile_version() -> str | None:
+    try:
+        import cuda.tile as ct  # noqa: F401
+    except Exception:
+        return None
+    try:
+        return md.version("cuda-tile")
+    except md.PackageNotFoundError:
+        return getattr(ct, "__version__", "?")
+
+
+class CuTilePyBackend(Backend):
+    name = "cutile_py"
+    language = "cuTile Python"
+    device_type = "cuda"
+
+    def __init__(self):
+        self._forced: dict[tuple[str, torch.dtype], dict[str, Any]] = {}
+
+    # ---- availability ----------------------------------------------------------------------------
+    def available(self):
+        try:
+            import cuda.tile  # noqa: F401
+        except Exception as exc:
+            return False, f"cuda.tile not importable ({type(exc).__name__}: {exc}): pip install cuda-tile"
+        version = _cuda_tile_version()
+        tc = toolchain.activate()
+        if not tc.ok:
+            return False, f"cuda.tile {version} found, but tileiras is not usable: {'; '.join(tc.problems)}"
+        if not torch.cuda.is_available():
+            return False, "no CUDA GPU visible to torch"
+        arch = toolchain.device_arch()
+        ok, why = tc.can_target(arch)
+        if not ok:
+            return False, why
+        return True, (f"cuda.tile {version}, tileiras {tc.version_str()} ({tc.source}), "
+                      f"{torch.cuda.get_device_name()} {arch}")
+
+    # ---- ops ---------------------------------------------------------------------------------------
+    def implementations(self):
+        return {op: self._bind(op) for op in OP_NAMES}
+
+    def _bind(self, op):
+        spec = get_spec(op)
+        n_tensors = len(spec.inputs) + len(spec.outputs)
+
+        def fn(*tensors, **params):
+            import cuda.tile as ct
+
+            toolchain.activate()  # idempotent; a JIT compile may happen inside ct.launch
+            cfg = self.config_for(op, tensors[0].dtype, _dims(spec, tensors[:n_tensors]))
+            launches = prepare_fn(op)(*tensors, cfg, **params)
+            stream = torch.cuda.current_stream()
+            for launch in launches:
+                ct.launch(stream, launch.grid, launch.kernel, launch.args)
+
+        fn.__name__ = op
+        return fn
+
+    # ---- tuning ------------------------------------------------------------------------------------
+    def config_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
+        """What a call uses: the table's default for op/dtype/dims with any set_config keys on top."""
+        cfg = cfgmod.default_config(op, dtype_name(dtype), dims)
+        cfg.update(self._forced.get((op, dtype), {}))
+        return cfg
+
+    def config_space(self, op, dtype):
+        get_spec(op)
+        return cfgmod.config_space(op, dtype_name(dtype))
+
+    def default_config(self, op, dtype, dims):
+        get_spec(op)
+        return cfgmod.default_config(op, dtype_name(dtype), dims)
+
+    def set_config(self, op, dtype, config):
+        get_spec(op)
+        if not config:
+            self._forced.pop((op, dtype), None)
+            return
+        cfgmod.check_config(op, config)
+        self._forced[(op, dtype)] = dict(config)
+
+    def versions(self):
+        v = {"torch": torch.__version__}
+        if (ctv := _cuda_tile_version()) is not None:
+            v["cuda_tile"] = ctv
+        tc = toolchain.find()
+        if tc.tileiras_version:
+            v["tileiras"] = tc.version_str()
+        return v
+
+
+def _dims(spec, tensors) -> dict[str, int]:
+    """The spec's plain dimension symbols bound from (already validated) tensors, for size classes."""
+    dims: dict[str, int] = {}
+    for shape, t in zip(list(spec.inputs.values()) + list(spec.outputs.values()), tensors):
+        for sym, extent in zip(shape, t.shape):
+            if sym.isidentifier():
+                dims.setdefault(sym, int(extent))
+    return dims

@@ -1,0 +1,55 @@
+"""matmul and bmm: out (Bt, M, N) = a (Bt, M, K) @ b (Bt, K, N), fp32 accumulation with ct.mma.
+
+One kernel serves both ops: matmul passes its 2-D tensors as (1, M, K) views. Each block owns one
+BM x BN output tile of one batch entry (grid axis 1) and walks K in BK steps; K tails are zero-padded
+on both operands, so they add 0 to the dot products. M/N tails are padded on load and dropped by
+ct.store. fp32 operands are rounded to tf32 for the tensor cores (the spec's fp32 tolerance is tf32's);
+fp16/bf16 feed the mma directly. Output tiles are visited in GROUP_M-tall column-major groups so that
+blocks running together share A rows and B columns in L2.
+"""
+
+import cuda.tile as ct
+
+from tilerosetta.kernels.cutile.config import Launch, plan_matmul
+
+ZERO = ct.PaddingMode.ZERO
+
+
+@ct.kernel
+def matmul_kernel(a, b, out, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+                  GROUP_M: ct.Constant[int]):
+    batch = ct.bid(1)
+    tiles_m = ct.cdiv(a.shape[1], BM)
+    tiles_n = ct.cdiv(b.shape[2], BN)
+    # Swizzle the flat tile id into (pm, pn): GROUP_M rows of tiles, column by column.
+    pid = ct.bid(0)
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    group_rows = ct.minimum(tiles_m - first_m, GROUP_M)
+    pm = first_m + (pid % per_group) % group_rows
+    pn = (pid % per_group) // group_rows
+
+    acc = ct.zeros((BM, BN), ct.float32)
+    for kk in range(ct.cdiv(a.shape[2], BK)):
+        x = ct.reshape(ct.load(a, (batch, pm, kk), (1, BM, BK), padding_mode=ZERO), (BM, BK))
+        y = ct.reshape(ct.load(b, (batch, kk, pn), (1, BK, BN), padding_mode=ZERO), (BK, BN))
+        if a.dtype == ct.float32:
+            x = ct.astype(x, ct.tfloat32)
+            y = ct.astype(y, ct.tfloat32)
+        acc = ct.mma(x, y, acc)
+    ct.store(out, (batch, pm, pn), ct.reshape(ct.astype(acc, out.dtype), (1, BM, BN)))
+
+
+def _launch(a3, b3, out3, cfg):
+    bt, m, k = a3.shape
+    p = plan_matmul(bt, m, b3.shape[2], k, cfg)
+    return [Launch(matmul_kernel, p["grid"], (a3, b3, out3, p["BM"], p["BN"], p["BK"], p["GROUP_M"]))]
+
+
+def prepare(a, b, out, cfg):
+    """matmul: 2-D operands as a batch of one."""
+    return _launch(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), cfg)
+
+
+def prepare_bmm(a, b, out, cfg):
+    return _launch(a, b, out, cfg)

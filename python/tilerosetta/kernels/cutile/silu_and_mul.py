@@ -1,0 +1,31 @@
+"""silu_and_mul (SwiGLU): out (M, H) = silu(x[:, :H]) * x[:, H:].
+
+The host passes x viewed as (M, 2, H) (a free view of the contiguous (M, 2H) tensor), so the gate
+and up halves are tiles (m, 0, j) and (m, 1, j) of one array, with padding at H for any H (no need
+for H to be a multiple of the tile). Math in fp32, one rounding to the output dtype.
+"""
+
+import cuda.tile as ct
+
+from tilerosetta.kernels.cutile.config import Launch, plan_silu
+
+
+@ct.kernel
+def silu_and_mul_kernel(x3, out, TILE: ct.Constant[int]):
+    tiles_h = ct.cdiv(out.shape[1], TILE)
+    pid = ct.bid(0)
+    m = pid // tiles_h
+    j = pid % tiles_h
+    gate = ct.load(x3, (m, 0, j), (1, 1, TILE), padding_mode=ct.PaddingMode.ZERO)
+    up = ct.load(x3, (m, 1, j), (1, 1, TILE), padding_mode=ct.PaddingMode.ZERO)
+    g = ct.astype(ct.reshape(gate, (1, TILE)), ct.float32)
+    u = ct.astype(ct.reshape(up, (1, TILE)), ct.float32)
+    # silu(g) = g * sigmoid(g) = g / (1 + exp(-g)); exp(-g) -> inf for very negative g gives g/inf = -0.
+    y = g / (1.0 + ct.exp(-g)) * u
+    ct.store(out, (m, j), ct.astype(y, out.dtype))
+
+
+def prepare(x, out, cfg):
+    m, h = out.shape
+    tile, grid = plan_silu(m, h, cfg)
+    return [Launch(silu_and_mul_kernel, grid, (x.view(m, 2, h), out, tile))]

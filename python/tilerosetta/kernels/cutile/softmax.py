@@ -1,0 +1,53 @@
+"""softmax: numerically stable softmax over the last dim of x (M, N); fp32 math, one rounding out.
+
+Two kernels, chosen on the host by config.plan_rows:
+  * single: the whole row fits one BN = next_pow2(N) wide tile; BM rows per block. One read of x.
+    Columns past N are loaded as -inf, so they add exp(-inf) = 0 to the sum and never win the max.
+  * looped: rows longer than MAX_SINGLE. Pass 1 keeps a running max m and a running sum l rescaled
+    by exp(m_old - m_new) whenever the max grows (online softmax); pass 2 writes exp(x - m) / l.
+    Two reads of x instead of three.
+Rows past M (in the last single block) are computed on -inf padding and produce NaN, but ct.store
+drops them, so they never reach memory.
+"""
+
+import cuda.tile as ct
+
+from tilerosetta.kernels.cutile.config import Launch, plan_rows
+
+NEG_INF = ct.PaddingMode.NEG_INF
+
+
+@ct.kernel
+def softmax_single_kernel(x, out, BM: ct.Constant[int], BN: ct.Constant[int]):
+    i = ct.bid(0)
+    t = ct.astype(ct.load(x, (i, 0), (BM, BN), padding_mode=NEG_INF), ct.float32)
+    m = ct.max(t, axis=1, keepdims=True)
+    e = ct.exp(t - m)
+    s = ct.sum(e, axis=1, keepdims=True)
+    ct.store(out, (i, 0), ct.astype(e / s, out.dtype))
+
+
+@ct.kernel
+def softmax_loop_kernel(x, out, BN: ct.Constant[int]):
+    row = ct.bid(0)
+    n_tiles = ct.cdiv(x.shape[1], BN)
+    m = ct.full((1, 1), float("-inf"), ct.float32)
+    l = ct.zeros((1, 1), ct.float32)
+    for j in range(n_tiles):
+        t = ct.astype(ct.load(x, (row, j), (1, BN), padding_mode=NEG_INF), ct.float32)
+        m_new = ct.maximum(m, ct.max(t, axis=1, keepdims=True))
+        # Every tile holds at least one real column, so m_new is finite and exp() never sees inf-inf.
+        l = l * ct.exp(m - m_new) + ct.sum(ct.exp(t - m_new), axis=1, keepdims=True)
+        m = m_new
+    inv = 1.0 / l
+    for j in range(n_tiles):
+        t = ct.astype(ct.load(x, (row, j), (1, BN), padding_mode=NEG_INF), ct.float32)
+        ct.store(out, (row, j), ct.astype(ct.exp(t - m) * inv, out.dtype))
+
+
+def prepare(x, out, cfg):
+    m, n = x.shape
+    p = plan_rows(m, n, cfg)
+    if p["single"]:
+        return [Launch(softmax_single_kernel, p["grid"], (x, out, p["BM"], p["BN"]))]
+    return [Launch(softmax_loop_kernel, p["grid"], (x, out, p["BN"]))]

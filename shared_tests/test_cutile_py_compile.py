@@ -1,0 +1,227 @@
+"""cutile_py without a GPU: every kernel of every op and dtype compiles to a cubin for each tile arch.
+
+The launches come from the same `prepare` functions the backend uses (on meta tensors, so bench sizes
+cost no memory), so the compiled signatures are the ones a GPU run would JIT: the tile sizes of the
+default config table, the scalar constants (eps, causal, scale), the dtypes and ranks. Array arguments
+get the assumptions cuda.tile's JIT derives from real tensors: last stride 1, and divisibility of
+shapes/strides by up to 16 taken from the actual extents (so bench shapes compile the aligned, TMA
+friendly variants, tail shapes the generic ones).
+
+Which shapes: every op's bench cases, plus its first conformance case (smallest: tiles clamped to
+the minimum), plus the first conformance case that reaches a kernel not reached yet (the looped
+row kernels). TILEROSETTA_CUTILE_COMPILE=full compiles every conformance case as well.
+TILEROSETTA_CUTILE_ARCHS=sm_90 (comma list) restricts the archs for quick local iteration.
+
+Also here: pure-CPU tests of the host-side planning in kernels/cutile/config.py.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+
+import pytest
+import torch
+
+from tilerosetta import toolchain
+from tilerosetta.kernels.cutile import KERNEL_MODULES
+from tilerosetta.kernels.cutile import config as cfg
+from tilerosetta.specs import SPECS, dtype_name
+
+ARCHS = [a for a in os.environ.get("TILEROSETTA_CUTILE_ARCHS", ",".join(toolchain.COMPILE_ARCHS)).split(",") if a]
+FULL = os.environ.get("TILEROSETTA_CUTILE_COMPILE", "") == "full"
+EM_CUDA = 190  # ELF e_machine of NVIDIA cubins
+_CUBINS: dict[tuple, bytes] = {}  # per-session cache: (arch, kernel, signature) -> cubin
+
+
+def _compiler_ready():
+    try:
+        import cuda.tile  # noqa: F401
+        from cuda.tile.compilation import export_kernel  # noqa: F401
+    except Exception as exc:
+        return f"cuda.tile not importable: {type(exc).__name__}: {exc}"
+    tc = toolchain.activate()
+    if not tc.ok:
+        return "tileiras not usable: " + "; ".join(tc.problems)
+    return None
+
+
+def _array_constraint(t: torch.Tensor):
+    import cuda.tile as ct
+    from cuda.tile.compilation import ArrayConstraint
+
+    dt = {torch.float32: ct.float32, torch.float16: ct.float16, torch.bfloat16: ct.bfloat16}[t.dtype]
+    return ArrayConstraint(
+        dt, t.dim(), index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
+        may_alias_internally=False, stride_constant=[None] * (t.dim() - 1) + [1],
+        shape_divisible_by=[math.gcd(s, 16) for s in t.shape],
+        stride_divisible_by=[math.gcd(s, 16) for s in t.stride()[:-1]] + [1],
+        base_addr_divisible_by=16)
+
+
+def _signature(launch):
+    from cuda.tile.compilation import CallingConvention, KernelSignature
+
+    params = [_array_constraint(a) if isinstance(a, torch.Tensor) else a for a in launch.args]
+    return KernelSignature(params, CallingConvention.cutile_python_v1())
+
+
+def _launches(op: str, dtype: torch.dtype):
+    """(case name, Launch) pairs to compile for op/dtype, deduplicated by (kernel, args' constraints)."""
+    from tilerosetta.kernels.cutile import prepare_fn
+
+    spec, prepare = SPECS[op], prepare_fn(op)
+    names = list(spec.inputs) + list(spec.outputs)
+
+    def of(case):
+        shapes = spec.shapes(case)
+        tensors = [torch.empty(shapes[n], dtype=dtype, device="meta") for n in names]
+        knobs = cfg.default_config(op, dtype_name(dtype), case.dims)
+        return prepare(*tensors, knobs, **spec.full_params(case.params))
+
+    chosen, kernels_seen = list(spec.bench_cases) + [spec.cases[0]], set()
+    for case in chosen:
+        kernels_seen.update(id(lx.kernel) for lx in of(case))
+    for case in spec.cases:
+        if FULL or any(id(lx.kernel) not in kernels_seen for lx in of(case)):
+            chosen.append(case)
+            kernels_seen.update(id(lx.kernel) for lx in of(case))
+    out, keys = [], set()
+    for case in chosen:
+        for lx in of(case):
+            sig = _signature(lx)
+            key = (id(lx.kernel), repr(sig))  # constraints are not all hashable; repr tells 1, 1.0, True apart
+            if key not in keys:
+                keys.add(key)
+                out.append((case.name, lx, sig))
+    return out
+
+
+def _compile(arch, launch, sig) -> bytes:
+    from cuda.tile.compilation import export_kernel
+
+    key = (arch, id(launch.kernel), repr(sig))
+    if key not in _CUBINS:
+        buf = io.BytesIO()
+        export_kernel(launch.kernel, [sig], buf, gpu_code=arch, output_format="cubin")
+        _CUBINS[key] = buf.getvalue()
+    return _CUBINS[key]
+
+
+@pytest.mark.parametrize("op", list(SPECS))
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_kernel_compiles(arch, op):
+    if arch not in toolchain.MIN_TILEIRAS_FOR_ARCH:
+        pytest.fail(f"TILEROSETTA_CUTILE_ARCHS names {arch!r}; expected some of {list(toolchain.COMPILE_ARCHS)}")
+    if why := _compiler_ready():
+        pytest.skip(why)
+    ok, why = toolchain.find().can_target(arch)
+    if not ok:
+        pytest.skip(why)
+    failures, compiled = [], set()
+    for dtype in SPECS[op].dtypes:
+        for case_name, launch, sig in _launches(op, dtype):
+            name = launch.kernel._annotated_function.pyfunc.__name__
+            consts = [a for a in launch.args if not isinstance(a, torch.Tensor)]
+            where = f"{op} {dtype_name(dtype)} {case_name}: {name}{consts} for {arch}"
+            try:
+                cubin = _compile(arch, launch, sig)
+            except Exception as exc:
+                failures.append(f"{where}: {type(exc).__name__}: {str(exc)[:2000]}")
+                continue
+            if cubin[:4] != b"\x7fELF" or int.from_bytes(cubin[18:20], "little") != EM_CUDA:
+                failures.append(f"{where}: output is not a CUDA ELF cubin (starts {cubin[:20]!r})")
+            compiled.add(name)
+    assert not failures, "\n".join(failures)
+    # Every kernel function the op's module defines was compiled at least once.
+    import importlib
+    import cuda.tile as ct
+
+    module = importlib.import_module(f"tilerosetta.kernels.cutile.{KERNEL_MODULES[op][0]}")
+    defined = {n for n, v in vars(module).items() if isinstance(v, ct.kernel)}
+    assert defined <= compiled, f"{op}: kernels never compiled: {sorted(defined - compiled)}"
+
+
+# ---- host-side planning (pure CPU, no cuda.tile) ---------------------------------------------------------
+def test_next_pow2_and_cdiv():
+    assert [cfg.next_pow2(n) for n in (1, 2, 3, 4, 5, 1000, 1024, 1025)] == [1, 2, 4, 4, 8, 1024, 1024, 2048]
+    assert [cfg.cdiv(a, 4) for a in (1, 4, 5, 8, 9)] == [1, 1, 2, 2, 3]
+    with pytest.raises(ValueError):
+        cfg.next_pow2(0)
+
+
+def test_every_op_has_a_complete_default_table():
+    for op in SPECS:
+        for dt in SPECS[op].dtypes:
+            for case in SPECS[op].cases + SPECS[op].bench_cases:
+                knobs = cfg.default_config(op, dtype_name(dt), case.dims)
+                assert set(knobs) == set(cfg.SPACES[op]), (op, dt, knobs)
+                cfg.check_config(op, knobs)
+        space = cfg.config_space(op, "fp16")
+        assert space and all(set(c) == set(cfg.SPACES[op]) for c in space)
+        for c in space:
+            cfg.check_config(op, c)
+    assert cfg.default_config("attention", "fp16", {"D": 64}) == cfg.DEFAULTS["attention"]["D64"]
+
+
+def test_check_config_refuses_bad_values():
+    with pytest.raises(ValueError, match="power of two"):
+        cfg.check_config("matmul", {"BM": 96})
+    with pytest.raises(ValueError, match="unknown config"):
+        cfg.check_config("matmul", {"BLOCK": 64})
+    with pytest.raises(ValueError, match="power of two"):
+        cfg.check_config("softmax", {"LOOP_TN": True})
+
+
+def test_row_plan_switches_to_the_loop_past_max_single():
+    knobs = {"MAX_SINGLE": 8192, "LOOP_TN": 1024, "ROW_ELEMS": 4096}
+    p = cfg.plan_rows(257, 4099, knobs)
+    assert p == {"single": True, "BM": 1, "BN": 8192, "grid": (257, 1, 1)}
+    p = cfg.plan_rows(3, 7, knobs)  # short rows: several rows per block, but not more than M rounded up
+    assert p["single"] and p["BN"] == 8 and p["BM"] == 4 and p["grid"] == (1, 1, 1)
+    p = cfg.plan_rows(5, 8193, knobs)
+    assert p == {"single": False, "BM": 1, "BN": 1024, "grid": (5, 1, 1)}
+
+
+def test_grids_cover_every_element():
+    for m, n in ((1, 1), (17, 31), (300, 1000), (8192, 8192)):
+        tm, tn, grid = cfg.plan_transpose(m, n, {"TM": 32, "TN": 32})
+        assert grid[0] * tm * tn >= m * n and grid[0] == cfg.cdiv(m, tm) * cfg.cdiv(n, tn)
+    tile, grid = cfg.plan_elementwise(65537, {"TILE": 1024})
+    assert tile == 1024 and grid == (65, 1, 1)
+    tile, grid = cfg.plan_elementwise(7, {"TILE": 1024})
+    assert tile == 8 and grid == (1, 1, 1)
+    tile, grid = cfg.plan_silu(257, 4099, {"TILE": 1024})
+    assert grid == (257 * 5, 1, 1)
+    ts, hp, grid = cfg.plan_rope(6, 17, 6, {"TS": 16})  # D=6: halves of 3 padded to 4
+    assert (ts, hp, grid) == (16, 4, (12, 1, 1))
+
+
+def test_matmul_and_attention_plans_clamp_tiles():
+    p = cfg.plan_matmul(1, 1, 1000, 257, {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8})
+    assert (p["BM"], p["BN"], p["BK"]) == (16, 128, 32) and p["grid"] == (8, 1, 1)
+    p = cfg.plan_matmul(5, 127, 129, 131, {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8})
+    assert p["grid"] == (2, 5, 1)
+    p = cfg.plan_attention(4 * 32, 4096, 128, {"BM": 128, "BN": 64})
+    assert p["grid"] == (32, 128, 1) and (p["BM"], p["BN"]) == (128, 64)
+    p = cfg.plan_attention(1, 1, 64, {"BM": 128, "BN": 64})
+    assert (p["BM"], p["BN"]) == (16, 16)
+    with pytest.raises(ValueError, match="grid"):
+        cfg.plan_attention(70000, 64, 64, {"BM": 64, "BN": 64})
+
+
+def test_backend_says_why_it_cannot_run_here():
+    from tilerosetta import backends
+
+    b = backends.get("cutile_py")
+    assert type(b).__name__ == "CuTilePyBackend", b.is_available()
+    assert b.missing() == {}
+    ok, why = b.available()
+    if torch.cuda.is_available():
+        pytest.skip(f"a GPU is visible; availability is {ok}: {why}")
+    assert not ok
+    if (ready := _compiler_ready()) is None:
+        assert why == "no CUDA GPU visible to torch"
+    else:
+        assert why.startswith(("cuda.tile not importable", "cuda.tile ")), why
