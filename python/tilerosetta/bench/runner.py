@@ -94,8 +94,10 @@ def select_cases(spec: OpSpec, size: str | None = None, quick: bool = False, cpu
         # names of other ops' dims are ignored, so one --size can narrow several ops
     if not dims and not params:
         return []
-    if set(dims) == symbols:
-        ordered = {s: dims[s] for s in _dim_order(spec)}
+    if set(dims) == symbols:  # name it as the spec names its cases, so equal sizes get equal names
+        order = list(spec.bench_cases[0].dims) if spec.bench_cases and set(spec.bench_cases[0].dims) == symbols \
+            else _dim_order(spec)
+        ordered = {s: dims[s] for s in order}
         return [Case(ordered, params)]
     return [c for c in base if all(c.dims.get(k) == v for k, v in dims.items())
             and all(spec.full_params(c.params).get(k) == v for k, v in params.items())]

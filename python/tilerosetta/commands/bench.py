@@ -134,6 +134,13 @@ def run(args) -> int:
 
             def on_done(rec):
                 bar.advance(task)
+                if not console.is_terminal:  # logs (tee): one plain line per case instead of a live bar
+                    t = rec.get("timing") or {}
+                    pct = rec.get("pct_of_ceiling")
+                    bar.console.print(f"[{int(bar.tasks[0].completed)}/{int(bar.tasks[0].total or 0)}] "
+                                      f"{rec['backend']} {rec['op']} {rec['dtype']} {rec['case']}: {rec['status']}"
+                                      + (f" {runner.fmt_ms(t.get('median_ms'))}" if t else "")
+                                      + (f" {pct:.0f}%" if pct is not None else ""), highlight=False)
                 if rec["status"] in ("wrong", "error"):
                     bar.console.print(f"[red]{rec['status']}[/] {rec['backend']}.{rec['op']} {rec['dtype']} "
                                       f"{rec['case']}: {rec.get('message', '')[:300]}", highlight=False)

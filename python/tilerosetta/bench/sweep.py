@@ -1,0 +1,93 @@
+"""`tilerosetta sweep`: time one backend over its config space (backend.config_space + set_config).
+
+Every configuration is checked against the reference before it is timed, with the same CaseRunner as
+`bench`; the backend's default configuration is measured first as the baseline. Results go to a JSONL
+file (records carry "sweep": true), a plot of time per configuration beside it, and optionally the
+best configuration per size class into python/tilerosetta/tuned_configs.json (tuning.record).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from tilerosetta import tuning
+from tilerosetta.backends import Backend
+from tilerosetta.bench.runner import CaseRunner, Settings
+from tilerosetta.bench.results import ResultsWriter, now_iso
+from tilerosetta.specs import Case, OpSpec, dtype_name
+
+
+def config_label(cfg: dict | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in (cfg or {}).items()) or "{}"
+
+
+def sweep_case(backend: Backend, spec: OpSpec, dtype, case: Case, writer: ResultsWriter, settings: Settings,
+               ceilings=None, timer=None, on_config=None) -> list[dict]:
+    space = backend.config_space(spec.name, dtype)
+    if not space:
+        raise ValueError(f"{backend.name}.{spec.name}: no config space for {dtype_name(dtype)} "
+                         f"(config_space returned [])")
+    runner = CaseRunner(settings, ceilings, timer)
+    recs = []
+    for cfg in [None, *space]:  # None: the backend's default, the baseline
+        if on_config:
+            on_config(config_label(cfg) if cfg is not None else "default")
+        try:
+            if cfg is not None:
+                backend.set_config(spec.name, dtype, cfg)
+            rec = runner.run(backend, spec, dtype, case, config=cfg)
+        except Exception as exc:  # set_config refused the configuration
+            rec = {"type": "result", "backend": backend.name, "op": spec.name, "dtype": dtype_name(dtype),
+                   "case": case.name, "dims": dict(case.dims), "config": dict(cfg or {}), "status": "error",
+                   "message": f"set_config: {type(exc).__name__}: {exc}"}
+        finally:
+            backend.set_config(spec.name, dtype, None)
+        rec.update(sweep=True, sweep_default=cfg is None, t=now_iso())
+        if cfg is None:  # key the baseline apart from an explicit config equal to it
+            rec["config"] = {"<default>": True, **rec.get("config", {})}
+        writer.write(rec)
+        recs.append(rec)
+        if rec.get("fatal"):
+            break
+    return recs
+
+
+def best(recs: list[dict]) -> dict | None:
+    """The fastest correct explicit configuration (the default is only the baseline)."""
+    ok = [r for r in recs if r.get("status") == "ok" and not r.get("sweep_default")]
+    return min(ok, key=lambda r: r["timing"]["median_ms"]) if ok else None
+
+
+def plot(recs: list[dict], path: Path, title: str) -> Path:
+    """Median time (with p20-p80 whiskers) per configuration, fastest first; failed ones listed."""
+    ok = sorted((r for r in recs if r.get("status") == "ok"), key=lambda r: r["timing"]["median_ms"])
+    fig = Figure(figsize=(8, 0.9 + 0.28 * max(1, len(ok))))
+    ax = fig.subplots()
+    labels = [("default: " if r.get("sweep_default") else "") +
+              config_label({k: v for k, v in r.get("config", {}).items() if k != "<default>"}) for r in ok]
+    med = [r["timing"]["median_ms"] for r in ok]
+    err = [[m - r["timing"]["p20_ms"] for m, r in zip(med, ok)], [r["timing"]["p80_ms"] - m for m, r in zip(med, ok)]]
+    colors = ["#dd8452" if r.get("sweep_default") else "#4c72b0" for r in ok]
+    ax.barh(range(len(ok)), med, xerr=err, color=colors)
+    ax.set_yticks(range(len(ok)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("median ms (p20-p80), lower is better")
+    bad = [r for r in recs if r.get("status") != "ok"]
+    ax.set_title(title + (f"\n{len(bad)} config(s) wrong/failed, not shown" if bad else ""), fontsize=9)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    return path
+
+
+def write_best(recs: list[dict], arch: str, source: str, table=tuning.TABLE) -> str | None:
+    b = best(recs)
+    if b is None:
+        return None
+    default = next((r for r in recs if r.get("sweep_default") and r.get("status") == "ok"), None)
+    evidence = {"median_ms": round(b["timing"]["median_ms"], 6), "case": b["case"], "date": now_iso()[:10],
+                "source": source, "method": b.get("method")}
+    if default:
+        evidence["default_median_ms"] = round(default["timing"]["median_ms"], 6)
+    return tuning.record(b["backend"], b["op"], b["dtype"], arch, b["dims"], b["config"], evidence, table)

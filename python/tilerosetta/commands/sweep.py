@@ -1,0 +1,100 @@
+"""`tilerosetta sweep --op OP --backend B`: time a backend over its tile-size configurations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def run(args) -> int:
+    import torch
+
+    from tilerosetta import backends as registry
+    from tilerosetta import toolchain
+    from tilerosetta.bench import environment, runner, sweep
+    from tilerosetta.bench.results import SCHEMA, ResultsWriter, new_results_path, now_iso
+    from tilerosetta.commands.bench import NO_GPU
+    from tilerosetta.specs import get_spec, parse_dtype
+
+    console = Console()
+    cpu = not torch.cuda.is_available()
+    if cpu and not args.allow_cpu:
+        console.print(f"[red]tilerosetta sweep:[/] {NO_GPU.replace('bench', 'sweep', 1)}", highlight=False)
+        return 2
+    if cpu and args.write_best:
+        console.print("[red]refusing --write-best with CPU timings[/]: tuned_configs.json holds GPU results only")
+        return 2
+    toolchain.activate()
+    try:
+        backend, spec = registry.get(args.backend), get_spec(args.op)
+        dtype = parse_dtype(args.dtype)
+    except (KeyError, ValueError) as exc:
+        console.print(f"[red]{exc}[/]")
+        return 2
+    ok, reason = backend.is_available()
+    if not ok:
+        console.print(f"[red]{backend.name} unavailable[/]: {reason}")
+        return 2
+    if args.quick:
+        args.warmup_ms, args.rep_ms = min(args.warmup_ms, 5.0), min(args.rep_ms, 20.0)
+    settings = runner.Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, cpu=cpu, quick=args.quick)
+    try:
+        cases = runner.select_cases(spec, args.size, args.quick, cpu)
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/]")
+        return 2
+    if not backend.config_space(spec.name, dtype):
+        console.print(f"[red]{backend.name}.{spec.name} has no config space for {args.dtype}[/]")
+        return 2
+    gpu = "cpu" if cpu else torch.cuda.get_device_name()
+    path = new_results_path(Path(args.out_dir), gpu, prefix=f"sweep-{backend.name}-{spec.name}-{args.dtype}-")
+    arch = toolchain.device_arch()
+    written = []
+    with ResultsWriter(path) as w:
+        w.write({"type": "meta", "schema": SCHEMA, "date": now_iso(), "fixture": False, "cpu_only": cpu,
+                 "sweep": True, "settings": settings.to_json(), **environment.collect([backend])})
+        for case in cases:
+            with console.status(f"{backend.name} {spec.name} {args.dtype} {case.name}") as st:
+                recs = sweep.sweep_case(backend, spec, dtype, case, w, settings,
+                                        on_config=lambda label: st.update(f"{case.name}: {label}"))
+            table = Table(title=f"{backend.name} {spec.name} {args.dtype} {case.name}")
+            for h in ("config", "status", "median", "p20-p80", "first call ms"):
+                table.add_column(h)
+            for r in sorted(recs, key=lambda r: (r.get("status") != "ok", (r.get("timing") or {}).get("median_ms", 0))):
+                t = r.get("timing") or {}
+                table.add_row(sweep.config_label(r.get("config")), r["status"], runner.fmt_ms(t.get("median_ms")),
+                              f"{runner.fmt_ms(t.get('p20_ms'))}-{runner.fmt_ms(t.get('p80_ms'))}" if t else "-",
+                              f"{r.get('first_call_ms', 0):.0f}" if r.get("first_call_ms") else "-")
+            console.print(table)
+            png = sweep.plot(recs, path.with_name(f"{path.stem}-{case.name}.png"),
+                             f"{backend.name} {spec.name} {args.dtype} {case.name} ({gpu})")
+            console.print(f"plot: {png}")
+            if args.write_best:
+                key = sweep.write_best(recs, arch, str(path.name))
+                written.append(key)
+                console.print(f"tuned_configs.json: {key or 'no correct configuration, nothing written'}")
+            if any(r.get("fatal") for r in recs):
+                console.print("[red]fatal CUDA error: stopping the sweep[/]")
+                return 1
+    console.print(f"results: {path}")
+    return 0
+
+
+def register(sub):
+    from tilerosetta.bench.results import RESULTS_DIR
+
+    p = sub.add_parser("sweep", help="time a backend over its tile-size configurations (checked first)")
+    p.add_argument("--op", required=True)
+    p.add_argument("--backend", required=True)
+    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--size", default="", help="bench case index or dims like M=4096,N=4096,K=4096 (default: all)")
+    p.add_argument("--quick", action="store_true", help="first bench case, 5 ms warmup / 20 ms reps")
+    p.add_argument("--warmup-ms", type=float, default=25.0)
+    p.add_argument("--rep-ms", type=float, default=100.0)
+    p.add_argument("--write-best", action="store_true",
+                   help="write the fastest correct config per size class into python/tilerosetta/tuned_configs.json")
+    p.add_argument("--out-dir", "--out", dest="out_dir", default=str(RESULTS_DIR))
+    p.add_argument("--allow-cpu", action="store_true", help="without a GPU: host timing, labelled, never written")
+    p.set_defaults(func=run)

@@ -1,0 +1,89 @@
+"""Tuned tile configurations: a committed, reviewable table written by `tilerosetta sweep --write-best`.
+
+Backends call `lookup(...)` from their default_config and fall back to their own defaults on None:
+
+    cfg = tuning.lookup("triton", "matmul", dtype, toolchain.device_arch(), dims) or FALLBACK[...]
+
+The table (tuned_configs.json) is keyed backend -> op -> dtype -> arch -> size class, where the size
+class of a case is "le<P>": P is the smallest power of two >= the case's largest dimension (M=4096,
+N=4096, K=4096 -> le4096; M=4096, H=14336 -> le16384). Each entry keeps the evidence of the sweep
+that chose it (median time, the default's median, the case, the date and the results file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+TABLE = Path(__file__).with_name("tuned_configs.json")
+SCHEMA = 1
+ABOUT = ("Best tile configurations found by `tilerosetta sweep --write-best`, keyed backend -> op -> dtype -> "
+         "arch -> size class (le<P>: P = smallest power of two >= the largest dim). Read with "
+         "tilerosetta.tuning.lookup(); review changes like code.")
+
+
+def _dtype(dtype) -> str:
+    if isinstance(dtype, str):
+        return dtype
+    from tilerosetta.specs import dtype_name
+
+    return dtype_name(dtype)
+
+
+def size_class(dims: dict[str, int]) -> str:
+    """'le<P>' with P the smallest power of two >= the largest dim (at least 1)."""
+    if not dims:
+        raise ValueError("size_class of a case without dims")
+    largest = max(int(v) for v in dims.values())
+    if largest < 1:
+        raise ValueError(f"size_class: dims must be positive, got {dims}")
+    return f"le{1 << (largest - 1).bit_length()}"
+
+
+def empty_table() -> dict:
+    return {"about": ABOUT, "schema": SCHEMA, "entries": {}}
+
+
+@lru_cache(maxsize=8)
+def _load_cached(path: str, mtime_ns: int) -> dict:
+    with open(path, encoding="utf-8") as f:
+        table = json.load(f)
+    if table.get("schema") != SCHEMA or not isinstance(table.get("entries"), dict):
+        raise ValueError(f"{path}: not a tuned-config table of schema {SCHEMA}")
+    return table
+
+
+def load_table(path: str | os.PathLike = TABLE) -> dict:
+    path = Path(path)
+    if not path.exists():
+        return empty_table()
+    return _load_cached(str(path), path.stat().st_mtime_ns)
+
+
+def lookup(backend: str, op: str, dtype, arch: str | None, dims: dict[str, int],
+           path: str | os.PathLike = TABLE) -> dict[str, Any] | None:
+    """The tuned config for this backend/op/dtype/arch and the size class of dims, or None."""
+    if not arch or not dims:
+        return None
+    entry = (load_table(path)["entries"].get(backend, {}).get(op, {}).get(_dtype(dtype), {})
+             .get(arch, {}).get(size_class(dims)))
+    return dict(entry["config"]) if entry else None
+
+
+def record(backend: str, op: str, dtype, arch: str, dims: dict[str, int], config: dict[str, Any],
+           evidence: dict[str, Any] | None = None, path: str | os.PathLike = TABLE) -> str:
+    """Write (or replace) one entry; keys are sorted so a change reviews as a small diff. Returns its key."""
+    if not arch:
+        raise ValueError("record: arch is required (e.g. sm_90)")
+    path = Path(path)
+    table = json.loads(json.dumps(load_table(path)))  # a private copy of the cached table
+    cls = size_class(dims)
+    node = table["entries"].setdefault(backend, {}).setdefault(op, {}).setdefault(_dtype(dtype), {})
+    node.setdefault(arch, {})[cls] = {"config": dict(config), **(evidence or {})}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return f"{backend}/{op}/{_dtype(dtype)}/{arch}/{cls}"

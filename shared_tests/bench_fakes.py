@@ -1,0 +1,93 @@
+"""Fake backends for the bench tests: CPU tensors, deterministic behaviour (correct, wrong, raising,
+tunable). Not collected by pytest (no test_ prefix)."""
+
+from __future__ import annotations
+
+import torch
+
+from tilerosetta.backends import torch_ref
+from tilerosetta.backends.base import Backend
+from tilerosetta.bench import timing
+
+
+class CountingBackend(Backend):
+    """Correct on CPU (torch_ref) for vector_add and softmax; counts raw calls per op."""
+
+    language = "fake"
+    device_type = "cpu"
+
+    def __init__(self, name="good"):
+        self.name = name
+        self.calls = {}
+
+    def available(self):
+        return True, "fake backend for tests"
+
+    def _wrap(self, op, fn):
+        def call(*args, **kw):
+            self.calls[op] = self.calls.get(op, 0) + 1
+            return fn(*args, **kw)
+        return call
+
+    def implementations(self):
+        return {"vector_add": self._wrap("vector_add", torch_ref.vector_add),
+                "softmax": self._wrap("softmax", torch_ref.softmax)}
+
+    def default_config(self, op, dtype, dims):
+        return {"BLOCK": 128}
+
+
+class WrongBackend(CountingBackend):
+    """vector_add is off by one; softmax is correct."""
+
+    def implementations(self):
+        impls = super().implementations()
+        impls["vector_add"] = lambda a, b, out: torch.add(a, b, out=out).add_(1.0)
+        return impls
+
+
+class RaisingBackend(CountingBackend):
+    """vector_add raises inside the language runtime; softmax is correct."""
+
+    def implementations(self):
+        impls = super().implementations()
+
+        def boom(a, b, out):
+            raise RuntimeError("kernel exploded")
+        impls["vector_add"] = boom
+        return impls
+
+
+class TunableBackend(CountingBackend):
+    """vector_add with a config space; BLOCK=3 is a broken configuration (writes half the output)."""
+
+    def __init__(self, name="tunable"):
+        super().__init__(name)
+        self.forced = None
+
+    def config_space(self, op, dtype):
+        return [{"BLOCK": b} for b in (64, 128, 3, 256)] if op == "vector_add" else []
+
+    def set_config(self, op, dtype, config):
+        self.forced = dict(config) if config else None
+
+    def implementations(self):
+        impls = super().implementations()
+
+        def vadd(a, b, out):
+            if self.forced and self.forced["BLOCK"] == 3:
+                n = out.numel() // 2
+                torch.add(a[:n], b[:n], out=out[:n])
+            else:
+                torch.add(a, b, out=out)
+        impls["vector_add"] = vadd
+        return impls
+
+
+def fixed_timer(ms_by_backend: dict[str, float], backend_of=None):
+    """A timer that never looks at the clock: median = the given ms (so tests are deterministic)."""
+    def timer(fn, device_type, verify):
+        fn()
+        ms = ms_by_backend(fn) if callable(ms_by_backend) else ms_by_backend
+        return timing.summarize([ms * 0.99, ms, ms * 1.01], timing.CPU_WALL)
+    return timer

@@ -1,0 +1,100 @@
+"""tuned_configs.json (format + lookup) and the sweep's bookkeeping with a fake tunable backend."""
+
+import json
+
+import pytest
+import torch
+
+from bench_fakes import TunableBackend, fixed_timer
+from tilerosetta import tuning
+from tilerosetta.bench import results, runner, sweep
+from tilerosetta.specs import get_spec
+
+
+def test_size_class():
+    assert tuning.size_class({"M": 4096, "N": 4096, "K": 4096}) == "le4096"
+    assert tuning.size_class({"M": 4096, "H": 14336}) == "le16384"
+    assert tuning.size_class({"N": 4097}) == "le8192"
+    assert tuning.size_class({"N": 1}) == "le1"
+    with pytest.raises(ValueError):
+        tuning.size_class({})
+
+
+def test_record_and_lookup(tmp_path):
+    table = tmp_path / "tuned.json"
+    assert tuning.lookup("triton", "matmul", "bf16", "sm_90", {"M": 4096}, path=table) is None
+    key = tuning.record("triton", "matmul", torch.bfloat16, "sm_90", {"M": 4096, "N": 4096, "K": 4096},
+                        {"BLOCK_M": 128, "BLOCK_N": 256}, {"median_ms": 0.2}, path=table)
+    assert key == "triton/matmul/bf16/sm_90/le4096"
+    got = tuning.lookup("triton", "matmul", torch.bfloat16, "sm_90", {"M": 3000, "N": 4096, "K": 64}, path=table)
+    assert got == {"BLOCK_M": 128, "BLOCK_N": 256}
+    got["BLOCK_M"] = 1  # callers get a copy
+    assert tuning.lookup("triton", "matmul", "bf16", "sm_90", {"M": 4096}, path=table)["BLOCK_M"] == 128
+    assert tuning.lookup("triton", "matmul", "bf16", "sm_90", {"M": 8192}, path=table) is None  # other class
+    assert tuning.lookup("triton", "matmul", "fp16", "sm_90", {"M": 4096}, path=table) is None
+    assert tuning.lookup("triton", "matmul", "bf16", "sm_100", {"M": 4096}, path=table) is None
+    assert tuning.lookup("triton", "matmul", "bf16", None, {"M": 4096}, path=table) is None
+    data = json.loads(table.read_text())
+    assert data["schema"] == tuning.SCHEMA
+    assert data["entries"]["triton"]["matmul"]["bf16"]["sm_90"]["le4096"]["median_ms"] == 0.2
+    assert table.read_text() == json.dumps(data, indent=2, sort_keys=True) + "\n"  # stable, reviewable
+
+
+def test_committed_table_is_well_formed():
+    data = json.loads(tuning.TABLE.read_text())
+    assert data["schema"] == tuning.SCHEMA and isinstance(data["entries"], dict)
+    for backend, ops in data["entries"].items():
+        for op, dts in ops.items():
+            get_spec(op)
+            for dt, archs in dts.items():
+                assert dt in ("fp32", "fp16", "bf16")
+                for arch, classes in archs.items():
+                    assert arch.startswith("sm_")
+                    for cls, entry in classes.items():
+                        assert cls.startswith("le") and isinstance(entry["config"], dict)
+
+
+def test_sweep_checks_every_config_and_picks_the_fastest_correct(tmp_path):
+    b = TunableBackend("tunable")
+    spec = get_spec("vector_add")
+    case = spec.cases[3]
+    ms = {64: 3.0, 128: 2.0, 3: 0.5, 256: 2.5}  # the broken config would be "fastest"
+
+    def by_config(fn):
+        return ms[b.forced["BLOCK"]] if b.forced else 2.2
+
+    path = tmp_path / "sweep.jsonl"
+    with results.ResultsWriter(path) as w:
+        recs = sweep.sweep_case(b, spec, torch.float32, case, w, runner.Settings(cpu=True), timer=fixed_timer(by_config))
+    assert b.forced is None  # the default is restored
+    status = {json.dumps(r["config"], sort_keys=True): r["status"] for r in recs}
+    assert status['{"BLOCK": 3}'] == "wrong" and list(status.values()).count("ok") == 4
+    assert recs[0]["sweep_default"] and recs[0]["config"]["<default>"] is True
+    best = sweep.best(recs)
+    assert best["config"] == {"BLOCK": 128} and best["timing"]["median_ms"] == pytest.approx(2.0)
+    assert len(results.load(path).results) == 5  # default + 4 configs, distinct keys
+    png = sweep.plot(recs, tmp_path / "sweep.png", "t")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    table = tmp_path / "tuned.json"
+    key = sweep.write_best(recs, "sm_90", "sweep.jsonl", table=table)
+    assert key == f"tunable/vector_add/fp32/sm_90/{tuning.size_class(case.dims)}"
+    entry = json.loads(table.read_text())["entries"]["tunable"]["vector_add"]["fp32"]["sm_90"]
+    (e,) = entry.values()
+    assert e["config"] == {"BLOCK": 128} and e["default_median_ms"] == pytest.approx(2.2)
+    assert tuning.lookup("tunable", "vector_add", "fp32", "sm_90", case.dims, path=table) == {"BLOCK": 128}
+
+
+def test_sweep_refuses_an_untunable_op():
+    b = TunableBackend()
+    spec = get_spec("softmax")
+    with pytest.raises(ValueError, match="no config space"):
+        sweep.sweep_case(b, spec, torch.float32, spec.cases[0], None, runner.Settings(cpu=True))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU refusal; this machine has a GPU")
+def test_sweep_cli_without_gpu(capsys):
+    from tilerosetta import cli
+
+    assert cli.main(["sweep", "--op", "matmul", "--backend", "torch"]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().out
+    assert cli.main(["sweep", "--op", "matmul", "--backend", "torch", "--allow-cpu", "--write-best"]) == 2
