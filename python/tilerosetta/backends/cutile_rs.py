@@ -1,0 +1,155 @@
+"""The `cutile_rs` backend: kernels written in cuTile-rs (Rust), called through the PyO3 extension
+module `tilerosetta_cutile_rs` (rust/, built by `make build-rust` as an abi3 wheel).
+
+The adapter hands Rust plain integers: each tensor's data pointer, shape and strides, the dtype name,
+the device index and torch's current stream handle. Rust validates them again, borrows the memory and
+the stream (never frees or destroys what torch owns) and launches without a host synchronisation.
+cuTile-rs JIT-compiles each kernel specialisation on its first launch (Tile IR -> tileiras -> cubin),
+so the pinned tileiras 13.4 must be found: `_prepare_env` points CUTILE_TILEIRAS_PATH at it and
+removes CUDA_HOME before the first call. `first_call_seconds` measures that JIT cost.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any, Callable
+
+import torch
+
+from tilerosetta import toolchain
+from tilerosetta.backends.base import Backend
+from tilerosetta.specs import OP_NAMES
+from tilerosetta.specs.base import dtype_name
+
+MODULE = "tilerosetta_cutile_rs"
+# Scalar params each op passes to Rust (as floats; causal as 0/1, scale resolved here).
+_SCALARS = {"rms_norm": ("eps",), "layer_norm": ("eps",), "attention": ("causal", "scale")}
+
+
+def _import_module():
+    import importlib
+
+    return importlib.import_module(MODULE)
+
+
+def _prepare_env(tc) -> None:
+    """Point cuTile-rs at the pinned tileiras before its first JIT (it reads these at compile time)."""
+    toolchain.activate()  # bin first on PATH, CUDA_HOME/CUDA_PATH removed
+    if tc.root is not None:
+        os.environ.setdefault("CUTILE_TILEIRAS_PATH", str(tc.bin_dir / "tileiras"))
+        # cuTile-rs also derives the toolkit (tileiras' bytecode version) from CUDA_TOOLKIT_PATH.
+        os.environ.setdefault("CUDA_TOOLKIT_PATH", str(tc.root))
+
+
+class CuTileRsBackend(Backend):
+    name = "cutile_rs"
+    language = "cuTile-rs"
+    device_type = "cuda"
+
+    def __init__(self):
+        self._overrides: dict[tuple[str, torch.dtype], dict[str, int]] = {}
+        self._first_call: dict[str, float] = {}
+        try:
+            self._mod = _import_module()
+            self._import_error = None
+        except ImportError as exc:
+            self._mod, self._import_error = None, exc
+
+    # ---- availability ---------------------------------------------------------------------------
+    def available(self):
+        if self._mod is None:
+            return False, f"extension not built: run make build-rust ({self._import_error})"
+        if not torch.cuda.is_available():
+            return False, "no CUDA GPU"
+        tc = toolchain.find()
+        arch = toolchain.device_arch()
+        ok, why = tc.can_target(arch)
+        if not ok:
+            return False, why
+        _prepare_env(tc)
+        return True, f"{why}; {torch.cuda.get_device_name()}"
+
+    def implementations(self) -> dict[str, Callable]:
+        ops = self._mod.ops_implemented() if self._mod is not None else OP_NAMES
+        return {op: self._make(op) for op in ops if op in OP_NAMES}
+
+    def missing(self):
+        have = self.implementations()
+        return {op: "not implemented in cuTile-rs yet" for op in OP_NAMES if op not in have}
+
+    def dtypes(self, op):
+        from tilerosetta.specs import get_spec
+
+        return get_spec(op).dtypes
+
+    # ---- calls ----------------------------------------------------------------------------------
+    def request(self, op: str, tensors: tuple[torch.Tensor, ...], params: dict[str, Any]):
+        """The plain arguments Rust receives (also used by the CPU tests of the validation path)."""
+        from tilerosetta.specs import get_spec
+
+        spec = get_spec(op)
+        names = list(spec.inputs) + list(spec.outputs)
+        dtype = tensors[0].dtype
+        scalars = {}
+        for key in _SCALARS.get(op, ()):
+            value = params[key]
+            if key == "scale" and value is None:
+                value = 1.0 / math.sqrt(tensors[0].shape[-1])
+            scalars[key] = float(value)
+        device = tensors[0].device.index if tensors[0].device.type == "cuda" else 0
+        stream = torch.cuda.current_stream(tensors[0].device).cuda_stream if tensors[0].is_cuda else 0
+        arrays = [(n, t.data_ptr(), list(t.shape), list(t.stride())) for n, t in zip(names, tensors)]
+        config = dict(self._overrides.get((op, dtype), {}))
+        return (op, dtype_name(dtype), device if device is not None else 0, stream, arrays, scalars, config)
+
+    def _make(self, op: str) -> Callable:
+        def fn(*tensors, **params):
+            args = self.request(op, tensors, params)
+            if op in self._first_call:
+                self._mod.launch(*args)
+                return
+            # First call: includes cuTile-rs's JIT (Tile IR generation + tileiras) of this kernel.
+            torch.cuda.synchronize(tensors[0].device)
+            t0 = time.perf_counter()
+            self._mod.launch(*args)
+            torch.cuda.synchronize(tensors[0].device)
+            self._first_call[op] = time.perf_counter() - t0
+
+        fn.__name__ = op
+        return fn
+
+    def first_call_seconds(self) -> dict[str, float]:
+        """Wall time of each op's first call in this process (JIT compile + launch + completion)."""
+        return dict(self._first_call)
+
+    # ---- tuning ---------------------------------------------------------------------------------
+    def config_space(self, op, dtype):
+        if self._mod is None:
+            return []
+        return self._mod.config_space(op, dtype_name(dtype))
+
+    def default_config(self, op, dtype, dims):
+        if self._mod is None:
+            return {}
+        return self._mod.default_config(op, dtype_name(dtype), {k: int(v) for k, v in dims.items()})
+
+    def set_config(self, op, dtype, config):
+        if not config:
+            self._overrides.pop((op, dtype), None)
+            return
+        known = {k for c in self.config_space(op, dtype) for k in c} if self._mod is not None else set(config)
+        bad = [k for k in config if k not in known]
+        if bad:
+            raise ValueError(f"{self.name}.{op}: unknown tile parameter(s) {bad}; expected {sorted(known)}")
+        self._overrides[(op, dtype)] = {k: int(v) for k, v in config.items()}
+
+    def versions(self):
+        v = {}
+        if self._mod is not None:
+            v.update({f"{k}": str(x) for k, x in self._mod.versions().items()})
+        tc = toolchain.find()
+        if tc.tileiras_version:
+            v["tileiras"] = tc.version_str()
+        return v

@@ -1,0 +1,161 @@
+"""CPU-side tests of the cutile_rs backend (cuTile-rs through PyO3).
+
+What runs here without a GPU: the adapter's availability reasons, the plain arguments it hands to
+Rust, and — when the extension is built (`make build-rust`) — the extension's own validation, tile
+tables and driver-free compilation of kernels to sm_90 cubins with the pinned tileiras. Launches are
+covered by the shared conformance suite on a GPU (`--backend cutile_rs`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import pytest
+import torch
+
+from tilerosetta import backends, toolchain
+from tilerosetta.backends.cutile_rs import MODULE, CuTileRsBackend
+from tilerosetta.specs import OP_NAMES, SPECS
+from tilerosetta.specs.base import FP16, FP32
+
+try:
+    ext = importlib.import_module(MODULE)
+    NO_EXT = None
+except ImportError as exc:
+    ext, NO_EXT = None, f"extension {MODULE} not built (make build-rust): {exc}"
+
+needs_ext = pytest.mark.skipif(ext is None, reason=NO_EXT or "")
+
+
+def test_registered_under_its_name():
+    b = backends.get("cutile_rs")
+    assert isinstance(b, CuTileRsBackend), f"adapter failed to import: {b.is_available()}"
+    assert (b.name, b.language, b.device_type) == ("cutile_rs", "cuTile-rs", "cuda")
+
+
+def test_unavailable_reason_is_precise():
+    ok, reason = CuTileRsBackend().available()
+    if ext is None:
+        assert not ok and reason.startswith("extension not built: run make build-rust"), reason
+    elif not torch.cuda.is_available():
+        assert (ok, reason) == (False, "no CUDA GPU")
+    else:
+        arch_ok, why = toolchain.find().can_target(toolchain.device_arch())
+        assert ok == arch_ok, reason
+
+
+def test_request_carries_plain_integers():
+    b = CuTileRsBackend()
+    q, k, v, out = (torch.zeros(2, 3, 5, 64, dtype=FP16) for _ in range(4))
+    op, dtype, device, stream, arrays, scalars, config = b.request("attention", (q, k, v, out),
+                                                                 {"causal": True, "scale": None})
+    assert (op, dtype, device, stream) == ("attention", "fp16", 0, 0)
+    assert [a[0] for a in arrays] == ["q", "k", "v", "out"]
+    assert arrays[0][1] == q.data_ptr() and arrays[3][1] == out.data_ptr()
+    assert arrays[0][2:] == ([2, 3, 5, 64], [960, 320, 64, 1])
+    assert scalars == {"causal": 1.0, "scale": pytest.approx(1 / math.sqrt(64))}
+    assert config == {}
+    _, _, _, _, _, scalars, _ = b.request("rms_norm", (torch.zeros(2, 4), torch.zeros(4), torch.zeros(2, 4)),
+                                          {"eps": 1e-6})
+    assert scalars == {"eps": 1e-6}
+
+
+def test_every_op_is_implemented_or_explained():
+    b = CuTileRsBackend()
+    have, missing = set(b.implementations()), b.missing()
+    assert have | set(missing) == set(OP_NAMES)
+    assert all(reason for reason in missing.values())
+    if ext is not None:
+        assert set(ext.ops_implemented()) == set(OP_NAMES), "the extension should implement all ten ops"
+
+
+# ---- the built extension ---------------------------------------------------------------------------
+def _args(op, dtype="fp32", **shapes):
+    """A request for `ext.validate` with fake aligned pointers (validation never dereferences them)."""
+    spec = SPECS[op]
+    arrays, ptr = [], 1 << 20
+    for name in list(spec.inputs) + list(spec.outputs):
+        shape = shapes[name]
+        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+        arrays.append((name, ptr, list(shape), strides))
+        ptr += (math.prod(shape) * 4 + 4095) // 4096 * 4096 + 4096
+    scalars = {"rms_norm": {"eps": 1e-6}, "layer_norm": {"eps": 1e-5},
+               "attention": {"causal": 0.0, "scale": 0.125}}.get(op, {})
+    return [op, dtype, 0, 0, arrays, scalars, {}]
+
+
+VALID = {
+    "vector_add": dict(a=(1000,), b=(1000,), out=(1000,)),
+    "transpose": dict(x=(7, 13), out=(13, 7)),
+    "softmax": dict(x=(3, 4099), out=(3, 4099)),
+    "rms_norm": dict(x=(3, 7), w=(7,), out=(3, 7)),
+    "layer_norm": dict(x=(3, 7), w=(7,), b=(7,), out=(3, 7)),
+    "silu_and_mul": dict(x=(3, 14), out=(3, 7)),
+    "rope": dict(q=(1, 2, 17, 64), cos=(17, 64), sin=(17, 64), out=(1, 2, 17, 64)),
+    "matmul": dict(a=(7, 5), b=(5, 13), out=(7, 13)),
+    "bmm": dict(a=(3, 7, 5), b=(3, 5, 13), out=(3, 7, 13)),
+    "attention": dict(q=(1, 2, 17, 64), k=(1, 2, 17, 64), v=(1, 2, 17, 64), out=(1, 2, 17, 64)),
+}
+
+
+@needs_ext
+@pytest.mark.parametrize("op", OP_NAMES)
+def test_extension_accepts_valid_and_names_bad_argument(op):
+    dtype = "fp16" if op == "attention" else "fp32"
+    cfg = ext.validate(*_args(op, dtype, **VALID[op]))
+    assert set(cfg) == {k for c in ext.config_space(op, dtype) for k in c}
+    # Grow the last dim of the output: refused, naming op and the output argument.
+    out_name = list(SPECS[op].outputs)[0]
+    bad = dict(VALID[op])
+    bad[out_name] = (*bad[out_name][:-1], bad[out_name][-1] + 1)
+    with pytest.raises(ValueError, match=rf"cutile_rs\.{op}: argument '{out_name}'"):
+        ext.validate(*_args(op, dtype, **bad))
+
+
+@needs_ext
+def test_extension_refuses_bad_raw_arguments():
+    args = _args("vector_add", **VALID["vector_add"])
+    args[4][0] = ("a", 0, [1000], [1])
+    with pytest.raises(ValueError, match=r"argument 'a': null data pointer"):
+        ext.validate(*args)
+    args = _args("vector_add", **VALID["vector_add"])
+    args[4][1] = ("b", 1 << 20, [1000], [2])
+    with pytest.raises(ValueError, match=r"argument 'b': must be contiguous"):
+        ext.validate(*args)
+    with pytest.raises(ValueError, match=r"argument 'dtype'"):
+        ext.validate(*_args("vector_add", "fp64", **VALID["vector_add"]))
+    with pytest.raises(ValueError, match=r"attention: argument 'dtype'"):
+        ext.validate(*_args("attention", "fp32", **VALID["attention"]))
+    args = _args("vector_add", **VALID["vector_add"])
+    args[6] = {"BLOCK": 1000}
+    with pytest.raises(ValueError, match=r"argument 'config': tile size BLOCK=1000"):
+        ext.validate(*args)
+
+
+@needs_ext
+def test_tile_tables():
+    b = CuTileRsBackend()
+    for op in OP_NAMES:
+        for dtype in SPECS[op].dtypes:
+            space = b.config_space(op, dtype)
+            assert space, f"{op} {dtype}: empty config space"
+            assert set(b.default_config(op, dtype, {})) == set(space[0])
+    assert b.default_config("softmax", FP32, {"M": 3, "N": 7}) == {"BR": 1, "BN": 8}
+    b.set_config("vector_add", FP32, {"BLOCK": 256})
+    assert b.request("vector_add", (torch.zeros(4),) * 3, {})[6] == {"BLOCK": 256}
+    with pytest.raises(ValueError, match="unknown tile parameter"):
+        b.set_config("vector_add", FP32, {"TILE": 256})
+    b.set_config("vector_add", FP32, None)
+    assert b.request("vector_add", (torch.zeros(4),) * 3, {})[6] == {}
+
+
+@needs_ext
+@pytest.mark.skipif(not toolchain.find().can_target("sm_90")[0], reason="pinned tileiras (>= 13.3) not found")
+@pytest.mark.parametrize("op,dtype,dims", [("vector_add", "bf16", [1000]), ("softmax", "fp16", [3, 4099]),
+                                           ("attention", "bf16", [1, 2, 17, 128, 1])])
+def test_extension_compiles_kernels_for_sm90_without_gpu(op, dtype, dims, monkeypatch):
+    tc = toolchain.activate()
+    monkeypatch.setenv("CUTILE_TILEIRAS_PATH", str(tc.bin_dir / "tileiras"))
+    sizes = ext.compile_only(op, dtype, dims)
+    assert sizes and all(s > 0 for s in sizes), sizes
