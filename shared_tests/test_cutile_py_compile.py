@@ -225,3 +225,49 @@ def test_backend_says_why_it_cannot_run_here():
         assert why == "no CUDA GPU visible to torch"
     else:
         assert why.startswith(("cuda.tile not importable", "cuda.tile ")), why
+
+
+def test_prepare_plans_every_conformance_case():
+    """The host half of every call (views, plans, grids) on meta tensors: no GPU, no compiler needed."""
+    if why := _compiler_ready():
+        pytest.skip(why)
+    from tilerosetta.kernels.cutile import prepare_fn
+    from tilerosetta.specs import Case
+
+    extra = {"rope": [Case({"B": 1, "H": 2, "S": 5, "D": 6})],  # D/2 = 3: halves padded to 4
+             "attention": [Case({"B": 1, "H": 1, "S": 2, "D": 128}, {"causal": True, "scale": 2.0})]}
+    for op, spec in SPECS.items():
+        names = list(spec.inputs) + list(spec.outputs)
+        for dtype in spec.dtypes:
+            for case in spec.cases + spec.bench_cases + tuple(extra.get(op, ())):
+                shapes = spec.shapes(case)
+                tensors = [torch.empty(shapes[n], dtype=dtype, device="meta") for n in names]
+                knobs = cfg.default_config(op, dtype_name(dtype), case.dims)
+                launches = prepare_fn(op)(*tensors, knobs, **spec.full_params(case.params))
+                assert launches, (op, case.name)
+                for lx in launches:
+                    cfg.check_grid(lx.grid)
+                    assert len(lx.grid) == 3
+                    arrays = [a for a in lx.args if isinstance(a, torch.Tensor)]
+                    assert all(a.is_contiguous() for a in arrays), (op, case.name)
+                    # every kernel takes its output last (possibly as a view): all of it, nothing more
+                    assert arrays[-1].numel() == tensors[-1].numel(), (op, case.name)
+
+
+def test_set_config_overrides_only_its_op_and_dtype():
+    from tilerosetta import backends
+
+    b = backends.get("cutile_py")
+    if type(b).__name__ != "CuTilePyBackend":
+        pytest.skip(f"adapter did not import: {b.is_available()[1]}")
+    f32, f16 = torch.float32, torch.float16
+    try:
+        b.set_config("matmul", f32, {"BM": 64})
+        assert b.config_for("matmul", f32, {})["BM"] == 64
+        assert b.config_for("matmul", f16, {})["BM"] == cfg.DEFAULTS["matmul"]["*"]["BM"]
+        assert b.config_for("bmm", f32, {})["BM"] == cfg.DEFAULTS["bmm"]["fp32"]["BM"]
+        with pytest.raises(ValueError, match="power of two"):
+            b.set_config("matmul", f32, {"BK": 48})
+    finally:
+        b.set_config("matmul", f32, None)
+    assert b.config_for("matmul", f32, {}) == cfg.DEFAULTS["matmul"]["fp32"]

@@ -6,9 +6,10 @@ softmax): when the max grows, l and acc are rescaled by exp(m_old - m_new). Scor
 base 2 (scale * log2 e folded into one constant, exp2 instead of exp). S tails: K and V are zero-padded
 and the padded key columns are masked to -inf, so they get probability 0 (V is zero-padded too, so
 0 * padding never makes NaN). Causal: key j is visible to query i iff j <= i (top-left aligned), and
-the key loop stops at the block's last query. Every real query sees key 0 in the first tile, so its
-max is finite after tile 0 and no exp(-inf - -inf) = NaN arises; padded query rows are dropped by
-ct.store. fp32 accumulation; P is rounded to the input dtype for the second mma, as usual.
+the key loop stops at the block's last query. Only the tiles that hold padded or (causal) future keys
+pay for the mask; the others run an unmasked copy of the same step. Every real query sees key 0 in
+the first tile, so its max is finite after tile 0 and no exp(-inf - -inf) = NaN arises; padded query
+rows are dropped by ct.store. fp32 accumulation; P is rounded to the input dtype for the second mma, as usual.
 """
 
 import math
@@ -19,6 +20,27 @@ from tilerosetta.kernels.cutile.config import Launch, plan_attention
 
 ZERO = ct.PaddingMode.ZERO
 LOG2E = 1.4426950408889634
+
+
+def _step(q, k3, v3, bh, j, m_i, l_i, acc, rows, cols0, s_len, QK_SCALE, CAUSAL, MASKED, BM, BN, D):
+    """One key/value tile of the online softmax; MASKED (a constant) only on tiles that need it."""
+    # K^T tile (D, BN) straight from row-major K via a permuted load (no register transpose).
+    kt = ct.reshape(ct.load(k3, (bh, 0, j), (1, D, BN), order=(0, 2, 1), padding_mode=ZERO), (D, BN))
+    s = ct.mma(q, kt, ct.zeros((BM, BN), ct.float32)) * QK_SCALE
+    if MASKED:
+        cols = cols0 + j * BN
+        if CAUSAL:
+            visible = (cols < s_len) & (cols <= rows)
+        else:
+            visible = cols < s_len
+        s = ct.where(visible, s, float("-inf"))
+    m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True))
+    p = ct.exp2(s - m_new)
+    alpha = ct.exp2(m_i - m_new)
+    l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+    v = ct.reshape(ct.load(v3, (bh, j, 0), (1, BN, D), padding_mode=ZERO), (BN, D))
+    acc = ct.mma(ct.astype(p, q.dtype), v, acc * alpha)
+    return m_new, l_i, acc
 
 
 @ct.kernel
@@ -33,27 +55,20 @@ def attention_kernel(q3, k3, v3, out3, QK_SCALE: ct.Constant[float], CAUSAL: ct.
     acc = ct.zeros((BM, D), ct.float32)
     rows = ct.reshape(ct.arange(BM, dtype=ct.int32), (BM, 1)) + qi * BM
     cols0 = ct.reshape(ct.arange(BN, dtype=ct.int32), (1, BN))
+    # Tiles [0, n_full) have every key real and (causal) visible to every query of the block:
+    # key (j+1)*BN - 1 <= first query qi*BM and < S. The rest up to n_kv need the mask.
     if CAUSAL:
         n_kv = ct.cdiv(ct.minimum(s_len, (qi + 1) * BM), BN)
+        n_full = ct.minimum(qi * BM + 1, s_len) // BN
     else:
         n_kv = ct.cdiv(s_len, BN)
-    for j in range(n_kv):
-        # K^T tile (D, BN) straight from row-major K via a permuted load (no register transpose).
-        kt = ct.reshape(ct.load(k3, (bh, 0, j), (1, D, BN), order=(0, 2, 1), padding_mode=ZERO), (D, BN))
-        s = ct.mma(q, kt, ct.zeros((BM, BN), ct.float32)) * QK_SCALE
-        cols = cols0 + j * BN
-        if CAUSAL:
-            visible = (cols < s_len) & (cols <= rows)
-        else:
-            visible = cols < s_len
-        s = ct.where(visible, s, float("-inf"))
-        m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True))
-        p = ct.exp2(s - m_new)
-        alpha = ct.exp2(m_i - m_new)
-        l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
-        v = ct.reshape(ct.load(v3, (bh, j, 0), (1, BN, D), padding_mode=ZERO), (BN, D))
-        acc = ct.mma(ct.astype(p, q3.dtype), v, acc * alpha)
-        m_i = m_new
+        n_full = s_len // BN
+    for j in range(n_full):
+        m_i, l_i, acc = _step(q, k3, v3, bh, j, m_i, l_i, acc, rows, cols0, s_len, QK_SCALE, CAUSAL, False,
+                              BM, BN, D)
+    for j in range(n_full, n_kv):
+        m_i, l_i, acc = _step(q, k3, v3, bh, j, m_i, l_i, acc, rows, cols0, s_len, QK_SCALE, CAUSAL, True,
+                              BM, BN, D)
     o = acc / l_i
     ct.store(out3, (bh, qi, 0), ct.reshape(ct.astype(o, out3.dtype), (1, BM, D)))
 

@@ -63,20 +63,20 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 # Sweep spaces: the product of these per-knob choices (pow2 only).
+_ROW_SPACE = {"MAX_SINGLE": (4096, 8192, 16384), "LOOP_TN": (512, 1024, 2048, 4096), "ROW_ELEMS": (2048, 4096, 8192)}
 SPACES: dict[str, dict[str, tuple]] = {
     "vector_add": {"TILE": (256, 512, 1024, 2048, 4096)},
     "silu_and_mul": {"TILE": (256, 512, 1024, 2048, 4096)},
     "transpose": {"TM": (16, 32, 64, 128), "TN": (16, 32, 64, 128)},
-    "softmax": {"MAX_SINGLE": (4096, 8192, 16384), "LOOP_TN": (512, 1024, 2048, 4096), "ROW_ELEMS": (2048, 4096, 8192)},
-    "rms_norm": {"MAX_SINGLE": (4096, 8192, 16384), "LOOP_TN": (512, 1024, 2048, 4096), "ROW_ELEMS": (2048, 4096, 8192)},
-    "layer_norm": {"MAX_SINGLE": (4096, 8192, 16384), "LOOP_TN": (512, 1024, 2048, 4096), "ROW_ELEMS": (2048, 4096, 8192)},
+    "softmax": dict(_ROW_SPACE),
+    "rms_norm": dict(_ROW_SPACE),
+    "layer_norm": dict(_ROW_SPACE),
     "rope": {"TS": (4, 8, 16, 32, 64)},
     "matmul": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64), "GROUP_M": (8,)},
     "bmm": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64), "GROUP_M": (8,)},
     "attention": {"BM": (64, 128), "BN": (32, 64, 128)},
 }
 
-REQUIRED_KEYS = {op: tuple(space) for op, space in SPACES.items()}
 
 
 def table_key(op: str, dtype_name: str, dims: dict[str, int] | None = None) -> str:
