@@ -1,0 +1,111 @@
+"""The `triton` backend: the ten ops as Triton kernels (python/tilerosetta/kernels/triton/).
+
+With a CUDA GPU, Triton compiles the kernels for it and launches them on torch's current stream.
+Without one, the same kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1) on CPU tensors, so
+CI checks every op for real (correctness only; interpreter runs are never timed as GPU results).
+TRITON_INTERPRET is read when a kernel is decorated, so it is set here, before the kernel modules are
+imported, unless the user set it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import torch
+
+from tilerosetta.backends.base import Backend
+from tilerosetta.specs import OP_NAMES, get_spec
+
+_HAS_GPU = torch.cuda.is_available()
+_USER_INTERPRET = os.environ.get("TRITON_INTERPRET")
+if not _HAS_GPU and _USER_INTERPRET is None:
+    os.environ["TRITON_INTERPRET"] = "1"
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+import triton  # noqa: E402  (after TRITON_INTERPRET is decided)
+
+from tilerosetta.kernels.triton import config  # noqa: E402
+
+if INTERPRET:
+    from tilerosetta.kernels.triton import interpreter_compat  # noqa: E402
+
+    interpreter_compat.apply()
+
+_KERNELS = {op: importlib.import_module(f"tilerosetta.kernels.triton.{op}") for op in OP_NAMES}
+
+
+class TritonBackend(Backend):
+    name = "triton"
+    language = "Triton"
+
+    def __init__(self):
+        # The interpreter copies CUDA tensors to the host and back, so with a GPU the tensors stay on it.
+        self.device_type = "cuda" if _HAS_GPU else "cpu"
+        self._forced: dict[tuple[str, torch.dtype], dict[str, Any]] = {}
+
+    def available(self):
+        if _HAS_GPU and not INTERPRET:
+            return True, f"CUDA: {torch.cuda.get_device_name()} (Triton compiles for it)"
+        if _HAS_GPU:
+            return True, (f"TRITON_INTERPRET={_USER_INTERPRET} set by the user: Triton's interpreter on CUDA "
+                          f"tensors copied to the host (correctness only)")
+        if not INTERPRET:
+            return False, (f"no CUDA GPU and TRITON_INTERPRET={_USER_INTERPRET!r} set by the user; unset it "
+                           f"(or set 1) to run Triton's interpreter on CPU tensors")
+        return True, "no CUDA GPU: running Triton's interpreter (TRITON_INTERPRET=1) on CPU tensors (correctness only)"
+
+    def implementations(self):
+        return {op: self._bind(op) for op in OP_NAMES}
+
+    def _bind(self, op):
+        spec, launch = get_spec(op), _KERNELS[op].launch
+        n_in = len(spec.inputs) + len(spec.outputs)
+
+        def fn(*tensors, **params):
+            dims = _dims(spec, tensors[:n_in])
+            cfg = self.config_for(op, tensors[0].dtype, dims)
+            return launch(*tensors, cfg=cfg, **spec.full_params(params))
+
+        fn.__name__ = op
+        return fn
+
+    # ---- tuning -----------------------------------------------------------------------------
+    def config_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
+        """What a call uses: the default for these dims, with any forced keys (set_config) on top."""
+        cfg = config.default(op, dtype, dims, INTERPRET)
+        cfg.update(self._forced.get((op, dtype), {}))
+        return cfg
+
+    def config_space(self, op, dtype):
+        get_spec(op)
+        return config.space(op, dtype)
+
+    def default_config(self, op, dtype, dims):
+        get_spec(op)
+        return config.default(op, dtype, dims, INTERPRET)
+
+    def set_config(self, op, dtype, cfg):
+        get_spec(op)
+        if not cfg:
+            self._forced.pop((op, dtype), None)
+            return
+        config.check(op, cfg)
+        self._forced[(op, dtype)] = dict(cfg)
+
+    def versions(self):
+        v = {"triton": triton.__version__, "torch": torch.__version__}
+        if INTERPRET:
+            v["triton_mode"] = "interpreter"
+        return v
+
+
+def _dims(spec, tensors) -> dict[str, int]:
+    """Bind the spec's plain dimension symbols from already validated tensors (for size classes)."""
+    dims: dict[str, int] = {}
+    for shape, t in zip(list(spec.inputs.values()) + list(spec.outputs.values()), tensors):
+        for sym, extent in zip(shape, t.shape):
+            if sym.isidentifier():
+                dims.setdefault(sym, int(extent))
+    return dims

@@ -1,0 +1,94 @@
+"""attention: flash-attention forward, out = softmax(q k^T * scale [+ causal mask]) v, (B, H, S, D).
+
+One (BLOCK_M, D) block of queries per program (axis 0), one (batch, head) per program axis 1. Keys
+and values stream through in BLOCK_N blocks with an online softmax: a running row max m, a running
+row sum l and an fp32 accumulator rescaled by exp(m_old - m_new) whenever the max grows. Scores are
+kept in log2 units (scale * log2(e) folded into one multiply) so the exponentials are exp2.
+
+The key range is split in two stages so that only the blocks that need masking pay for it:
+  stage 1: key blocks fully inside S and, if causal, fully at or below the diagonal: no mask;
+  stage 2: the diagonal block(s) and the tail block of S: masked (key < S, and key <= query if causal).
+Causal blocks entirely above the diagonal are never loaded. Key 0 is visible to every query row, so
+the first block processed always gives a finite max and exp2(m_old - m_new) never sees -inf - -inf.
+"""
+
+import math
+
+import triton
+import triton.language as tl
+
+from tilerosetta.errors import TileRosettaError
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _attend(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, S, lo, hi, qk_scale,
+            BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        n = start_n + offs_n
+        kv_offs = n[:, None].to(tl.int64) * HEAD_D + offs_d[None, :]
+        if MASKED:
+            k = tl.load(k_base + kv_offs, mask=n[:, None] < S, other=0.0)
+        else:
+            k = tl.load(k_base + kv_offs)
+        qk = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_M, BLOCK_N) fp32
+        if MASKED:
+            keep = n[None, :] < S
+            if CAUSAL:
+                keep = keep & (n[None, :] <= offs_m[:, None])
+            qk = tl.where(keep, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(qk - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if MASKED:
+            v = tl.load(v_base + kv_offs, mask=n[:, None] < S, other=0.0)
+        else:
+            v = tl.load(v_base + kv_offs)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, S, qk_scale, HEAD_D: tl.constexpr, CAUSAL: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # Causal: the last query blocks have the most keys; start them first (reverse order) to balance.
+    pid_m = (tl.num_programs(0) - 1 - tl.program_id(0)) if CAUSAL else tl.program_id(0)
+    head_base = tl.program_id(1).to(tl.int64) * S * HEAD_D
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_D)
+    q_offs = offs_m[:, None].to(tl.int64) * HEAD_D + offs_d[None, :]
+    q = tl.load(q_ptr + head_base + q_offs, mask=offs_m[:, None] < S, other=0.0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_D], tl.float32)
+    k_base = k_ptr + head_base
+    v_base = v_ptr + head_base
+    if CAUSAL:
+        full_end = min((start_m + 1) // BLOCK_N, S // BLOCK_N) * BLOCK_N
+        hi = min(start_m + BLOCK_M, S)
+    else:
+        full_end = (S // BLOCK_N) * BLOCK_N
+        hi = S
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, S, 0, full_end, qk_scale,
+                            BLOCK_N, HEAD_D, False, CAUSAL)
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, S, full_end, hi, qk_scale,
+                            BLOCK_N, HEAD_D, True, CAUSAL)
+    out = acc / l_i[:, None]
+    tl.store(out_ptr + head_base + q_offs, out.to(out_ptr.dtype.element_ty), mask=offs_m[:, None] < S)
+
+
+def launch(q, k, v, out, causal, scale, cfg):
+    b, h, s, d = q.shape
+    if b * h > 65535:  # CUDA's limit on the second grid axis
+        raise TileRosettaError("attention", "triton", "q", f"B*H={b * h} exceeds the 65535 programs of grid axis 1")
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    grid = (triton.cdiv(s, cfg["BLOCK_M"]), b * h)
+    attention_kernel[grid](q, k, v, out, s, scale * LOG2E, HEAD_D=d, CAUSAL=bool(causal),
+                           BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+                           num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])

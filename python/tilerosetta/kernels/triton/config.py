@@ -1,0 +1,125 @@
+"""Tile sizes, warps and stages of every Triton kernel: one table per op and dtype, nothing buried in kernels.
+
+`default(op, dtype, dims, interpret)` is the configuration an ordinary call uses. `space(op, dtype)` lists
+what a sweep may try; `check(op, config)` refuses unknown keys and bad values before any launch.
+
+GPU numbers target an H200 (Hopper, sm_90, 228 KB shared memory per SM): e.g. bf16/fp16 matmul 128x256x64
+with 8 warps and 3 stages (A 16 KB + B 32 KB per stage), fp32 (tf32) 128x128x32. Under the CPU interpreter
+warps and stages mean nothing and each program instance costs Python time, so the interpreter table uses
+tiles that keep the number of program instances small on the conformance shapes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+
+from tilerosetta.specs.base import DTYPE_NAMES, FP32
+
+# Row ops (softmax, rms_norm, layer_norm): one row per program. Rows up to `single_max` are held in one
+# block of next_pow2(N) (one read of x); longer rows use the looped kernel with `loop_block` columns.
+_ROW_GPU = {"single_max": 16384, "loop_block": 4096}
+
+_GPU: dict[str, dict[str, dict[str, Any]]] = {
+    # key "*" = every dtype; a dtype name overrides it.
+    "vector_add": {"*": {"BLOCK": 4096, "num_warps": 8}},
+    "transpose": {"*": {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4},
+                  "fp32": {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}},
+    "softmax": {"*": dict(_ROW_GPU)},
+    "rms_norm": {"*": dict(_ROW_GPU)},
+    "layer_norm": {"*": dict(_ROW_GPU)},
+    "silu_and_mul": {"*": {"BLOCK_M": 1, "BLOCK_H": 2048, "num_warps": 8}},
+    "rope": {"*": {"BLOCK_R": 16, "num_warps": 4}},
+    "matmul": {"*": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
+                     "num_stages": 3},
+               "fp32": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
+                        "num_stages": 3}},
+    "attention": {"*": {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}},
+}
+_GPU["bmm"] = _GPU["matmul"]
+
+# Small problems waste most of a 128x256 tile: below these sizes the GPU uses a smaller one.
+_MATMUL_SMALL_M = 64
+_MATMUL_SMALL = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4}
+_ATTENTION_D64 = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+
+_INTERPRET: dict[str, dict[str, Any]] = {
+    "vector_add": {"BLOCK": 8192},
+    "transpose": {"BLOCK_M": 64, "BLOCK_N": 64},
+    "silu_and_mul": {"BLOCK_M": 16, "BLOCK_H": 1024},
+    "rope": {"BLOCK_R": 64},
+    "matmul": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64},
+    "bmm": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64},
+    "attention": {"BLOCK_M": 128, "BLOCK_N": 128},
+}
+
+ROW_OPS = ("softmax", "rms_norm", "layer_norm")
+_POW2_KEYS = {"BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_H", "BLOCK_R", "loop_block", "num_warps"}
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def row_warps(block: int) -> int:
+    """Warps for a one-row block: about 8-16 elements per thread, 4..16 warps."""
+    return max(4, min(16, block // 512))
+
+
+def default(op: str, dtype: torch.dtype, dims: dict[str, int], interpret: bool) -> dict[str, Any]:
+    table = _GPU[op]
+    cfg = dict(table.get(DTYPE_NAMES[dtype], table["*"]))
+    if op in ROW_OPS:
+        n = dims.get("N", 1)
+        block = next_pow2(n) if n <= cfg["single_max"] else cfg["loop_block"]
+        cfg["num_warps"] = row_warps(block)
+    elif op in ("matmul", "bmm") and dtype != FP32 and dims.get("M", 1 << 30) <= _MATMUL_SMALL_M:
+        cfg = dict(_MATMUL_SMALL)
+    elif op == "attention" and dims.get("D") == 64:
+        cfg = dict(_ATTENTION_D64)
+    if interpret:
+        cfg.update(_INTERPRET.get(op, {}))
+    return cfg
+
+
+def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
+    """Configurations a sweep may try (GPU); each fits Hopper's shared memory by construction."""
+    size = torch.tensor([], dtype=dtype).element_size()
+    out: list[dict[str, Any]] = []
+    if op == "vector_add":
+        out = [{"BLOCK": b, "num_warps": w} for b, w in itertools.product((1024, 2048, 4096, 8192), (4, 8))]
+    elif op == "transpose":
+        out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w}
+               for m, n, w in itertools.product((32, 64, 128), (32, 64, 128), (4, 8))]
+    elif op in ROW_OPS:
+        out = [{"single_max": s, "loop_block": lb, "num_warps": w}
+               for s, lb, w in itertools.product((4096, 16384, 32768), (2048, 4096, 8192), (4, 8, 16))]
+    elif op == "silu_and_mul":
+        out = [{"BLOCK_M": m, "BLOCK_H": h, "num_warps": w}
+               for m, h, w in itertools.product((1, 2, 4), (512, 1024, 2048, 4096), (4, 8))]
+    elif op == "rope":
+        out = [{"BLOCK_R": r, "num_warps": w} for r, w in itertools.product((4, 8, 16, 32, 64), (2, 4, 8))]
+    elif op in ("matmul", "bmm"):
+        for bm, bn, bk, w, s in itertools.product((64, 128), (64, 128, 256), (32, 64, 128), (4, 8), (2, 3, 4, 5)):
+            smem = s * (bm * bk + bk * bn) * size
+            if smem <= 200 * 1024:
+                out.append({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": w,
+                            "num_stages": s})
+    elif op == "attention":
+        out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s}
+               for m, n, w, s in itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4))]
+    return out
+
+
+def check(op: str, config: dict[str, Any]) -> None:
+    """Refuse a forced configuration with an unknown key or a value the kernels cannot take."""
+    known = set(_GPU[op]["*"]) | ({"num_warps"} if op in ROW_OPS else set())
+    for key, value in config.items():
+        if key not in known:
+            raise ValueError(f"triton.{op}: unknown config key '{key}'; expected some of {sorted(known)}")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"triton.{op}: config '{key}' must be a non-negative int, got {value!r}")
+        if key in _POW2_KEYS and (value < 1 or value & (value - 1)):
+            raise ValueError(f"triton.{op}: config '{key}' must be a power of two, got {value}")

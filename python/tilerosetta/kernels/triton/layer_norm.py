@@ -1,0 +1,59 @@
+"""layer_norm: out = (x - mean) / sqrt(var + eps) * w + b over rows of (M, N), biased variance, fp32 math.
+
+The variance is the mean of (x - mean)^2, not E[x^2] - E[x]^2, which cancels catastrophically when
+the row has a large common offset. One row per program:
+* layer_norm_block_kernel: the whole row in one next_pow2(N) block.
+* layer_norm_loop_kernel: long rows; pass 1 mean, pass 2 variance around it, pass 3 normalise and write
+  (passes 2 and 3 re-read the row, mostly from L2).
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def layer_norm_block_kernel(x_ptr, w_ptr, b_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * N
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    xc = tl.where(mask, x - mean, 0.0)  # padding must not add mean^2 to the variance
+    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row + cols, (xc * rstd * w + b).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def layer_norm_loop_kernel(x_ptr, w_ptr, b_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * N
+    cols = tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_N], tl.float32)
+    for start in range(0, N, BLOCK_N):
+        acc += tl.load(x_ptr + row + start + cols, mask=start + cols < N, other=0.0).to(tl.float32)
+    mean = tl.sum(acc, axis=0) / N
+    acc = tl.zeros([BLOCK_N], tl.float32)
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        x = tl.load(x_ptr + row + start + cols, mask=mask, other=0.0).to(tl.float32)
+        xc = tl.where(mask, x - mean, 0.0)
+        acc += xc * xc
+    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        x = tl.load(x_ptr + row + start + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(out_ptr + row + start + cols, ((x - mean) * rstd * w + b).to(out_ptr.dtype.element_ty),
+                 mask=mask)
+
+
+def launch(x, w, b, out, eps, cfg):
+    m, n = x.shape
+    if n <= cfg["single_max"]:
+        layer_norm_block_kernel[(m,)](x, w, b, out, n, eps, BLOCK_N=triton.next_power_of_2(n),
+                                      num_warps=cfg["num_warps"])
+    else:
+        layer_norm_loop_kernel[(m,)](x, w, b, out, n, eps, BLOCK_N=cfg["loop_block"],
+                                     num_warps=cfg["num_warps"])

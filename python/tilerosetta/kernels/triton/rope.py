@@ -1,0 +1,39 @@
+"""rope: out = q * cos + rotate_half(q) * sin (Llama half rotation), q (B, H, S, D), cos/sin (S, D).
+
+q is viewed as R = B*H*S rows of D; row r has position s = r % S. Each program handles BLOCK_R rows and
+both halves of D, so each q element is read once:
+    out[:, :D/2] = q1 * cos[:, :D/2] - q2 * sin[:, :D/2]
+    out[:, D/2:] = q2 * cos[:, D/2:] + q1 * sin[:, D/2:]
+cos and sin are read per column as given (not assumed to repeat across the halves).
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rope_kernel(q_ptr, cos_ptr, sin_ptr, out_ptr, R, S, HALF, BLOCK_R: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.arange(0, BLOCK_HALF)
+    mask = (rows[:, None] < R) & (cols[None, :] < HALF)
+    D = 2 * HALF
+    q_lo = rows[:, None] * D + cols[None, :]
+    t_lo = (rows % S)[:, None] * D + cols[None, :]  # position s of each row, into the (S, D) tables
+    q1 = tl.load(q_ptr + q_lo, mask=mask, other=0.0).to(tl.float32)
+    q2 = tl.load(q_ptr + q_lo + HALF, mask=mask, other=0.0).to(tl.float32)
+    cos1 = tl.load(cos_ptr + t_lo, mask=mask, other=0.0).to(tl.float32)
+    cos2 = tl.load(cos_ptr + t_lo + HALF, mask=mask, other=0.0).to(tl.float32)
+    sin1 = tl.load(sin_ptr + t_lo, mask=mask, other=0.0).to(tl.float32)
+    sin2 = tl.load(sin_ptr + t_lo + HALF, mask=mask, other=0.0).to(tl.float32)
+    dtype = out_ptr.dtype.element_ty
+    tl.store(out_ptr + q_lo, (q1 * cos1 - q2 * sin1).to(dtype), mask=mask)
+    tl.store(out_ptr + q_lo + HALF, (q2 * cos2 + q1 * sin2).to(dtype), mask=mask)
+
+
+def launch(q, cos, sin, out, cfg):
+    s, d = cos.shape
+    rows = q.numel() // d
+    # At least 2 columns per half: a 1-wide block (D = 2) is legal but gains nothing over a masked 2.
+    block_half = max(2, triton.next_power_of_2(d // 2))
+    rope_kernel[(triton.cdiv(rows, cfg["BLOCK_R"]),)](q, cos, sin, out, rows, s, d // 2, BLOCK_R=cfg["BLOCK_R"],
+                                                      BLOCK_HALF=block_half, num_warps=cfg.get("num_warps", 4))

@@ -1,0 +1,51 @@
+"""softmax over rows of (M, N), fp32 math, numerically stable (subtract the row max before exp).
+
+Two kernels, one row per program:
+* softmax_block_kernel: the whole row in one next_pow2(N) block: one read, one write.
+* softmax_loop_kernel: rows longer than the block limit; pass 1 keeps an online (running max, rescaled
+  sum) over BLOCK_N chunks, pass 2 re-reads the row (from L2) and writes exp(x - max) / sum.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_block_kernel(x_ptr, out_ptr, N, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * N
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    # Padding lanes are -inf so they neither win the max nor add to the sum (exp(-inf) = 0).
+    x = tl.where(mask, tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32), float("-inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row + cols, (e / tl.sum(e, axis=0)).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def softmax_loop_kernel(x_ptr, out_ptr, N, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * N
+    cols = tl.arange(0, BLOCK_N)
+    # Chunk 0 always holds column 0, so the running max is finite after the first chunk and
+    # exp(m_old - m_new) never sees -inf - -inf.
+    m = tl.max(tl.full([BLOCK_N], float("-inf"), tl.float32), axis=0)
+    s = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        x = tl.where(mask, tl.load(x_ptr + row + start + cols, mask=mask, other=0.0).to(tl.float32),
+                     float("-inf"))
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    inv = 1.0 / s
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        x = tl.load(x_ptr + row + start + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(out_ptr + row + start + cols, (tl.exp(x - m) * inv).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def launch(x, out, cfg):
+    m, n = x.shape
+    if n <= cfg["single_max"]:
+        softmax_block_kernel[(m,)](x, out, n, BLOCK_N=triton.next_power_of_2(n), num_warps=cfg["num_warps"])
+    else:
+        softmax_loop_kernel[(m,)](x, out, n, BLOCK_N=cfg["loop_block"], num_warps=cfg["num_warps"])
