@@ -1,0 +1,68 @@
+// The one table of instantiated tile kernels, shared by the kernel sources (which instantiate them) and
+// the pybind11 module (which lists, validates and launches them). Plain preprocessor only: it is read
+// both by nvcc in tile mode and by the host C++ compiler.
+//
+// Each entry is X(op, dtype, CType, template args...). The kernel symbol is extern "C"
+// `<op>_<dtype>_<arg1>_<arg2>...` so the module finds it by name with cuModuleGetFunction. The meaning
+// of the arguments per op is TR_CONFIG_KEYS below. To try another tile size, add a line here; the
+// Python adapter's config_space() lists whatever is instantiated.
+#pragma once
+
+// clang-format off
+// vector_add: TILE (elements per block)
+#define TR_VECTOR_ADD_KERNELS(X) \
+  X(vector_add, fp32, float, 1024) X(vector_add, fp32, float, 4096) \
+  X(vector_add, fp16, __half, 1024) X(vector_add, fp16, __half, 4096) \
+  X(vector_add, bf16, __nv_bfloat16, 1024) X(vector_add, bf16, __nv_bfloat16, 4096)
+
+// transpose: TM x TN input tile
+#define TR_TRANSPOSE_KERNELS(X) \
+  X(transpose, fp32, float, 32, 32) X(transpose, fp32, float, 64, 64) \
+  X(transpose, fp16, __half, 64, 64) X(transpose, fp16, __half, 128, 64) \
+  X(transpose, bf16, __nv_bfloat16, 64, 64) X(transpose, bf16, __nv_bfloat16, 128, 64)
+
+// softmax, rms_norm, layer_norm: TM rows per block, TN columns per chunk (looped over N)
+#define TR_ROW_KERNELS(X, op) \
+  X(op, fp32, float, 1, 1024) X(op, fp32, float, 4, 512) \
+  X(op, fp16, __half, 1, 1024) X(op, fp16, __half, 4, 512) \
+  X(op, bf16, __nv_bfloat16, 1, 1024) X(op, bf16, __nv_bfloat16, 4, 512)
+#define TR_SOFTMAX_KERNELS(X) TR_ROW_KERNELS(X, softmax)
+#define TR_RMS_NORM_KERNELS(X) TR_ROW_KERNELS(X, rms_norm)
+#define TR_LAYER_NORM_KERNELS(X) TR_ROW_KERNELS(X, layer_norm)
+
+// silu_and_mul: TM x TN output tile
+#define TR_SILU_AND_MUL_KERNELS(X) \
+  X(silu_and_mul, fp32, float, 4, 256) X(silu_and_mul, fp32, float, 1, 1024) \
+  X(silu_and_mul, fp16, __half, 4, 256) X(silu_and_mul, fp16, __half, 1, 1024) \
+  X(silu_and_mul, bf16, __nv_bfloat16, 4, 256) X(silu_and_mul, bf16, __nv_bfloat16, 1, 1024)
+
+// rope: TS positions per block, TD columns of each half per chunk (looped over D/2)
+#define TR_ROPE_KERNELS(X) \
+  X(rope, fp32, float, 16, 64) X(rope, fp32, float, 64, 64) \
+  X(rope, fp16, __half, 16, 64) X(rope, fp16, __half, 64, 64) \
+  X(rope, bf16, __nv_bfloat16, 16, 64) X(rope, bf16, __nv_bfloat16, 64, 64)
+
+// matmul, bmm: TM x TN output tile, TK reduction chunk
+#define TR_GEMM_KERNELS(X, op) \
+  X(op, fp32, float, 64, 64, 32) X(op, fp32, float, 128, 128, 32) \
+  X(op, fp16, __half, 64, 64, 64) X(op, fp16, __half, 128, 128, 64) \
+  X(op, bf16, __nv_bfloat16, 64, 64, 64) X(op, bf16, __nv_bfloat16, 128, 128, 64)
+#define TR_MATMUL_KERNELS(X) TR_GEMM_KERNELS(X, matmul)
+#define TR_BMM_KERNELS(X) TR_GEMM_KERNELS(X, bmm)
+
+// attention: D (head dim, exact), TQ query rows per block, TK keys per chunk. One config per head dim:
+// each attention kernel costs ~20 s of nvcc per arch, and CI compiles four archs on two cores.
+#define TR_ATTENTION_KERNELS(X) \
+  X(attention, fp16, __half, 64, 128, 64) X(attention, fp16, __half, 128, 128, 64) \
+  X(attention, bf16, __nv_bfloat16, 64, 128, 64) X(attention, bf16, __nv_bfloat16, 128, 128, 64)
+// clang-format on
+
+// The names of the template arguments, per op, in order (used by the module to report configs).
+#define TR_CONFIG_KEYS(Y) \
+  Y(vector_add, "TILE") Y(transpose, "TM", "TN") Y(softmax, "TM", "TN") Y(rms_norm, "TM", "TN") \
+  Y(layer_norm, "TM", "TN") Y(silu_and_mul, "TM", "TN") Y(rope, "TS", "TD") \
+  Y(matmul, "TM", "TN", "TK") Y(bmm, "TM", "TN", "TK") Y(attention, "D", "TQ", "TK")
+
+#define TR_ALL_OPS(Z) \
+  Z(vector_add) Z(transpose) Z(softmax) Z(rms_norm) Z(layer_norm) Z(silu_and_mul) Z(rope) Z(matmul) \
+  Z(bmm) Z(attention)

@@ -1,0 +1,57 @@
+// attention: flash-attention forward, out = softmax(q k^T * scale [+ causal mask]) v, q/k/v/out
+// (B, H, S, D) with D a compile-time head dim. Block (bx, by) owns query rows [bx*TQ, (bx+1)*TQ) of
+// batch-head by and walks the keys in TK chunks with an online softmax (running max m, running sum l,
+// fp32 accumulator rescaled by exp2(m_old - m_new)). Scores are kept in log2 units (the module passes
+// scale * log2(e)), so exp2 is used throughout.
+//
+// Masking: key columns >= S, and for causal also key columns > query row, are set to -inf. Column 0 is
+// always visible, so every row's max is finite after the first chunk and no NaN is formed (rows past S
+// see the S real keys and are never stored). For causal, chunks entirely right of the block's last row
+// are skipped.
+#include "common.cuh"
+
+template <typename T, int D, int TQ, int TK>
+__tile__ void attention_tile(T* q, T* k, T* v, T* out, int S, float qk_scale_log2, int causal) {
+  long long off = (long long)ct::bid().y * S * D;
+  int bx = ct::bid().x;
+  ct::partition_view pq{ct::tensor_span{q + off, ct::extents{S, D}}, ct::shape<TQ, D>{}};
+  ct::partition_view pk{ct::tensor_span{k + off, ct::extents{S, D}}, ct::shape<TK, D>{}};
+  ct::partition_view pv{ct::tensor_span{v + off, ct::extents{S, D}}, ct::shape<TK, D>{}};
+  ct::partition_view po{ct::tensor_span{out + off, ct::extents{S, D}}, ct::shape<TQ, D>{}};
+
+  auto qt = pq.load_masked(bx, 0);
+  using Col = tr::ftile<TQ, 1>;
+  using Scores = tr::ftile<TQ, TK>;
+  Col m = ct::full<Col>(-INFINITY);
+  Col l = ct::zeros<Col>();
+  auto acc = ct::zeros<tr::ftile<TQ, D>>();
+
+  // Last visible key + 1, per query row: S, or min(row + 1, S) when causal (integer blend, no branch).
+  auto rows = ct::iota<ct::tile<int, ct::shape<TQ, 1>>>() + bx * TQ;
+  auto limit = S + causal * (ct::min(rows + 1, S) - S);
+  auto lane = ct::iota<ct::tile<int, ct::shape<1, TK>>>();
+
+  int kv_end = causal ? ((bx + 1) * TQ < S ? (bx + 1) * TQ : S) : S;
+  int nk = tr::ceil_div(kv_end, TK);
+  for (int j = 0; j < nk; ++j) {
+    auto kt = pk.load_masked(j, 0);
+    auto s = ct::mma(qt, ct::transpose(kt), ct::zeros<Scores>()) * qk_scale_log2;
+    auto visible = (lane + j * TK) < limit;
+    s = ct::select(visible, s, ct::full<Scores>(-INFINITY));
+    auto m_new = ct::max(m, ct::reduce_max(s, 1_ic));
+    auto p = ct::exp2(s - m_new);
+    auto alpha = ct::exp2(m - m_new);
+    l = l * alpha + ct::sum(p, 1_ic);
+    acc = ct::mma(ct::element_cast<T>(p), pv.load_masked(j, 0), acc * alpha);
+    m = m_new;
+  }
+  po.store_masked(ct::element_cast<T>(acc / l), bx, 0);
+}
+
+#define X(op, dt, CT, D, TQ, TK)                                                                   \
+  extern "C" __tile_global__ void op##_##dt##_##D##_##TQ##_##TK(CT* q, CT* k, CT* v, CT* out,      \
+                                                                int S, float qk_scale_log2,        \
+                                                                int causal) {                      \
+    attention_tile<CT, D, TQ, TK>(q, k, v, out, S, qk_scale_log2, causal);                         \
+  }
+TR_ATTENTION_KERNELS(X)

@@ -1,0 +1,45 @@
+// layer_norm: out = (x - mean) * rsqrt(var + eps) * w + b over rows of (M, N), biased variance.
+// Three passes over N in TN chunks: the mean, then the variance around that mean (not E[x^2] - E[x]^2,
+// which cancels catastrophically for inputs with a large common offset), then the output. In the
+// variance pass the padded columns would contribute (0 - mean)^2, so they are masked out by index.
+#include "common.cuh"
+
+template <typename T, int TM, int TN>
+__tile__ void layer_norm_tile(T* x, T* w, T* b, T* out, int M, int N, float eps) {
+  auto shp = ct::shape<TM, TN>{};
+  ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, shp};
+  ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, shp};
+  ct::partition_view pw{ct::tensor_span{w, ct::extents{N}}, ct::shape<TN>{}};
+  ct::partition_view pb{ct::tensor_span{b, ct::extents{N}}, ct::shape<TN>{}};
+  unsigned i = ct::bid().x;
+  using Col = tr::ftile<TM, 1>;
+  int nc = tr::ceil_div(N, TN);
+  float inv_n = 1.0f / (float)N;
+  Col acc = ct::zeros<Col>();
+  for (int j = 0; j < nc; ++j) {
+    acc = acc + ct::sum(ct::element_cast<float>(px.load_masked(i, j)), 1_ic);
+  }
+  auto mean = acc * inv_n;
+  Col var_acc = ct::zeros<Col>();
+  auto lane = ct::iota<ct::tile<int, ct::shape<1, TN>>>();
+  for (int j = 0; j < nc; ++j) {
+    auto d = ct::element_cast<float>(px.load_masked(i, j)) - mean;
+    auto valid = (lane + j * TN) < N;
+    d = ct::select(valid, d, ct::zeros<tr::ftile<TM, TN>>());
+    var_acc = var_acc + ct::sum(d * d, 1_ic);
+  }
+  auto rstd = ct::rsqrt(var_acc * inv_n + eps);
+  for (int j = 0; j < nc; ++j) {
+    auto t = ct::element_cast<float>(px.load_masked(i, j));
+    auto wt = ct::reshape(ct::element_cast<float>(pw.load_masked(j)), ct::shape<1, TN>{});
+    auto bt = ct::reshape(ct::element_cast<float>(pb.load_masked(j)), ct::shape<1, TN>{});
+    po.store_masked(ct::element_cast<T>((t - mean) * rstd * wt + bt), i, j);
+  }
+}
+
+#define X(op, dt, CT, TM, TN)                                                                      \
+  extern "C" __tile_global__ void op##_##dt##_##TM##_##TN(CT* x, CT* w, CT* b, CT* out, int M,     \
+                                                          int N, float eps) {                      \
+    layer_norm_tile<CT, TM, TN>(x, w, b, out, M, N, eps);                                          \
+  }
+TR_LAYER_NORM_KERNELS(X)

@@ -1,0 +1,37 @@
+// rope (Llama half rotation): out = q * cos + rotate_half(q) * sin, rotate_half(q) = [-q2, q1] for
+// q = [q1, q2] split at D/2. Block (bx, by) handles positions [bx*TS, (bx+1)*TS) of batch-head by.
+// The halves of q, cos, sin and out are (S, D/2) views with row stride D, walked in TD-column chunks,
+// so any even D works (cos/sin are read as given: both halves, not assumed equal).
+#include "common.cuh"
+
+template <typename T, int TS, int TD>
+__tile__ void rope_tile(T* q, T* cos, T* sin, T* out, int S, int D) {
+  long long bh = ct::bid().y;
+  unsigned bx = ct::bid().x;
+  int h = D / 2;
+  T* qb = q + bh * S * D;
+  T* ob = out + bh * S * D;
+  auto shp = ct::shape<TS, TD>{};
+  ct::partition_view q1{tr::strided_rows(qb, S, h, D), shp}, q2{tr::strided_rows(qb + h, S, h, D), shp};
+  ct::partition_view c1{tr::strided_rows(cos, S, h, D), shp}, c2{tr::strided_rows(cos + h, S, h, D), shp};
+  ct::partition_view s1{tr::strided_rows(sin, S, h, D), shp}, s2{tr::strided_rows(sin + h, S, h, D), shp};
+  ct::partition_view o1{tr::strided_rows(ob, S, h, D), shp}, o2{tr::strided_rows(ob + h, S, h, D), shp};
+  int nc = tr::ceil_div(h, TD);
+  for (int j = 0; j < nc; ++j) {
+    auto a = ct::element_cast<float>(q1.load_masked(bx, j));
+    auto b = ct::element_cast<float>(q2.load_masked(bx, j));
+    auto ca = ct::element_cast<float>(c1.load_masked(bx, j));
+    auto cb = ct::element_cast<float>(c2.load_masked(bx, j));
+    auto sa = ct::element_cast<float>(s1.load_masked(bx, j));
+    auto sb = ct::element_cast<float>(s2.load_masked(bx, j));
+    o1.store_masked(ct::element_cast<T>(a * ca - b * sa), bx, j);
+    o2.store_masked(ct::element_cast<T>(b * cb + a * sb), bx, j);
+  }
+}
+
+#define X(op, dt, CT, TS, TD)                                                                      \
+  extern "C" __tile_global__ void op##_##dt##_##TS##_##TD(CT* q, CT* cos, CT* sin, CT* out, int S, \
+                                                          int D) {                                 \
+    rope_tile<CT, TS, TD>(q, cos, sin, out, S, D);                                                 \
+  }
+TR_ROPE_KERNELS(X)

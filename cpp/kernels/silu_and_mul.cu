@@ -1,0 +1,23 @@
+// silu_and_mul: out (M, H) = silu(x[:, :H]) * x[:, H:] for x (M, 2H). The two halves are viewed as
+// (M, H) spans with row stride 2H (the second starting H elements in), so each has its own bounds and
+// the tail masking at column H is exact even when H is not a multiple of TN.
+#include "common.cuh"
+
+template <typename T, int TM, int TN>
+__tile__ void silu_and_mul_tile(T* x, T* out, int M, int H) {
+  auto shp = ct::shape<TM, TN>{};
+  ct::partition_view pg{tr::strided_rows(x, M, H, 2 * H), shp};
+  ct::partition_view pu{tr::strided_rows(x + H, M, H, 2 * H), shp};
+  ct::partition_view po{ct::tensor_span{out, ct::extents{M, H}}, shp};
+  unsigned bx = ct::bid().x, by = ct::bid().y;
+  auto g = ct::element_cast<float>(pg.load_masked(bx, by));
+  auto u = ct::element_cast<float>(pu.load_masked(bx, by));
+  auto silu = g / (1.0f + ct::exp(-g));
+  po.store_masked(ct::element_cast<T>(silu * u), bx, by);
+}
+
+#define X(op, dt, CT, TM, TN)                                                              \
+  extern "C" __tile_global__ void op##_##dt##_##TM##_##TN(CT* x, CT* out, int M, int H) {  \
+    silu_and_mul_tile<CT, TM, TN>(x, out, M, H);                                           \
+  }
+TR_SILU_AND_MUL_KERNELS(X)

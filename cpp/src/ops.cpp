@@ -1,0 +1,243 @@
+#include "ops.h"
+
+#include <cmath>
+#include <limits>
+
+namespace py = pybind11;
+
+namespace tr {
+namespace {
+
+struct Sig {
+  std::vector<std::pair<std::string, std::vector<std::string>>> tensors;  // name, symbolic shape
+};
+
+// The ops' signatures, as in python/tilerosetta/specs (inputs then outputs).
+const std::map<std::string, Sig>& signatures() {
+  static const std::map<std::string, Sig> sigs = {
+      {"vector_add", {{{"a", {"N"}}, {"b", {"N"}}, {"out", {"N"}}}}},
+      {"transpose", {{{"x", {"M", "N"}}, {"out", {"N", "M"}}}}},
+      {"softmax", {{{"x", {"M", "N"}}, {"out", {"M", "N"}}}}},
+      {"rms_norm", {{{"x", {"M", "N"}}, {"w", {"N"}}, {"out", {"M", "N"}}}}},
+      {"layer_norm", {{{"x", {"M", "N"}}, {"w", {"N"}}, {"b", {"N"}}, {"out", {"M", "N"}}}}},
+      {"silu_and_mul", {{{"x", {"M", "2*H"}}, {"out", {"M", "H"}}}}},
+      {"rope", {{{"q", {"B", "H", "S", "D"}}, {"cos", {"S", "D"}}, {"sin", {"S", "D"}},
+                 {"out", {"B", "H", "S", "D"}}}}},
+      {"matmul", {{{"a", {"M", "K"}}, {"b", {"K", "N"}}, {"out", {"M", "N"}}}}},
+      {"bmm", {{{"a", {"Bt", "M", "K"}}, {"b", {"Bt", "K", "N"}}, {"out", {"Bt", "M", "N"}}}}},
+      {"attention", {{{"q", {"B", "H", "S", "D"}}, {"k", {"B", "H", "S", "D"}},
+                      {"v", {"B", "H", "S", "D"}}, {"out", {"B", "H", "S", "D"}}}}},
+  };
+  return sigs;
+}
+
+constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
+
+// What the module needs of one tensor-like argument.
+struct TensorArg {
+  std::uint64_t ptr;
+  std::vector<std::int64_t> shape, stride;
+  std::string dtype;  // fp32/fp16/bf16 or the object's own spelling
+  std::string device_type;
+  int device_index;
+};
+
+std::string dtype_short(const std::string& s) {
+  std::string t = s.rfind("torch.", 0) == 0 ? s.substr(6) : s;
+  if (t == "float32" || t == "float") return "fp32";
+  if (t == "float16" || t == "half") return "fp16";
+  if (t == "bfloat16") return "bf16";
+  return t;
+}
+
+int element_size(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
+
+TensorArg read_tensor(const std::string& op, const std::string& name, py::handle obj) {
+  auto fail_type = [&](const std::string& what) {
+    throw ArgError{op, name,
+                   "expected a tensor-like object (data_ptr(), shape, stride(), dtype, device), got " +
+                       std::string(py::str(py::type::of(obj).attr("__name__"))) + what,
+                   true};
+  };
+  for (const char* attr : {"data_ptr", "shape", "stride", "dtype", "device"})
+    if (!py::hasattr(obj, attr)) fail_type(std::string(" (no '") + attr + "')");
+  TensorArg t;
+  try {
+    t.ptr = obj.attr("data_ptr")().cast<std::uint64_t>();
+    for (auto e : obj.attr("shape")) t.shape.push_back(e.cast<std::int64_t>());
+    for (auto e : obj.attr("stride")()) t.stride.push_back(e.cast<std::int64_t>());
+    t.dtype = dtype_short(py::str(obj.attr("dtype")));
+    py::object dev = obj.attr("device");
+    t.device_type = py::str(py::hasattr(dev, "type") ? py::object(dev.attr("type")) : dev);
+    py::object idx = py::none();
+    if (py::hasattr(dev, "index")) idx = dev.attr("index");
+    t.device_index = idx.is_none() ? 0 : idx.cast<int>();
+  } catch (const py::error_already_set& e) {
+    fail_type(std::string(" (") + e.what() + ")");
+  } catch (const py::cast_error& e) {
+    fail_type(std::string(" (") + e.what() + ")");
+  }
+  return t;
+}
+
+std::string shape_str(const std::vector<std::int64_t>& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+std::int64_t eval_dim(const std::string& expr, const std::map<std::string, std::int64_t>& dims) {
+  auto star = expr.find('*');
+  if (star == std::string::npos) return dims.at(expr);
+  return std::stoll(expr.substr(0, star)) * dims.at(expr.substr(star + 1));
+}
+
+double param_number(const std::string& op, const py::dict& params, const char* key) {
+  if (!params.contains(key)) throw ArgError{op, key, "missing parameter"};
+  py::object v = params[key];
+  try {
+    double x = v.cast<double>();
+    if (!std::isfinite(x)) throw ArgError{op, key, "expected a finite number, got " + std::string(py::repr(v))};
+    return x;
+  } catch (const py::cast_error&) {
+    throw ArgError{op, key, "expected a number, got " + std::string(py::repr(v)), true};
+  }
+}
+
+unsigned blocks(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
+
+}  // namespace
+
+int KernelInfo::get(const std::string& key) const {
+  for (auto& [k, v] : config)
+    if (k == key) return v;
+  throw std::logic_error("kernel " + name + " has no config key " + key);
+}
+
+std::vector<std::string> op_arguments(const std::string& op) {
+  std::vector<std::string> names;
+  for (auto& [n, s] : signatures().at(op).tensors) names.push_back(n);
+  return names;
+}
+
+Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict& params) {
+  const std::string& op = k.op;
+  const Sig& sig = signatures().at(op);
+  if (py::len(tensors) != sig.tensors.size()) {
+    std::string names;
+    for (auto& [n, s] : sig.tensors) names += (names.empty() ? "" : ", ") + n;
+    throw ArgError{op, "tensors", "expected " + std::to_string(sig.tensors.size()) + " tensors (" + names +
+                                      "), got " + std::to_string(py::len(tensors))};
+  }
+  Plan plan;
+  std::vector<TensorArg> args;
+  std::map<std::string, std::string> bound_by;
+  for (size_t i = 0; i < sig.tensors.size(); ++i) {
+    const auto& [name, want] = sig.tensors[i];
+    TensorArg t = read_tensor(op, name, tensors[i]);
+    if (t.dtype != k.dtype)
+      throw ArgError{op, name, "dtype " + t.dtype + " does not match kernel " + k.name + " (" + k.dtype + ")"};
+    if (t.device_type != "cuda")
+      throw ArgError{op, name, "tensor is on " + t.device_type + ", tile_cpp needs a cuda tensor"};
+    if (i == 0) plan.device = t.device_index;
+    else if (t.device_index != plan.device)
+      throw ArgError{op, name, "tensor is on cuda:" + std::to_string(t.device_index) + ", '" +
+                                   sig.tensors[0].first + "' is on cuda:" + std::to_string(plan.device)};
+    if (t.shape.size() != want.size() || t.stride.size() != want.size())
+      throw ArgError{op, name, "expected " + std::to_string(want.size()) + "-D, got shape " + shape_str(t.shape)};
+    std::int64_t numel = 1;
+    for (size_t d = 0; d < want.size(); ++d) {  // bind plain symbols (derived ones like 2*H below)
+      numel *= t.shape[d];
+      if (want[d].find('*') != std::string::npos) continue;
+      auto [it, fresh] = plan.dims.emplace(want[d], t.shape[d]);
+      if (fresh) bound_by[want[d]] = name;
+      else if (it->second != t.shape[d])
+        throw ArgError{op, name, "shape " + shape_str(t.shape) + " has " + want[d] + "=" +
+                                     std::to_string(t.shape[d]) + " but '" + bound_by[want[d]] + "' has " +
+                                     want[d] + "=" + std::to_string(it->second)};
+    }
+    if (numel == 0) throw ArgError{op, name, "empty tensor (shape " + shape_str(t.shape) + ")"};
+    if (numel > kMaxInt)
+      throw ArgError{op, name, "has " + std::to_string(numel) + " elements; these kernels index with 32-bit ints"};
+    std::int64_t expect = 1;  // row-major contiguity (a stride of an extent-1 dim does not matter)
+    for (size_t d = want.size(); d-- > 0;) {
+      if (t.shape[d] != 1 && t.stride[d] != expect)
+        throw ArgError{op, name, "tensor is not contiguous (strides " + shape_str(t.stride) +
+                                     "); call .contiguous() first"};
+      expect *= t.shape[d];
+    }
+    if (t.ptr == 0 || t.ptr % element_size(k.dtype))
+      throw ArgError{op, name, "data_ptr " + std::to_string(t.ptr) + " is null or misaligned"};
+    args.push_back(std::move(t));
+  }
+  for (size_t i = 0; i < sig.tensors.size(); ++i) {  // derived extents
+    const auto& [name, want] = sig.tensors[i];
+    for (size_t d = 0; d < want.size(); ++d)
+      if (args[i].shape[d] != eval_dim(want[d], plan.dims)) {
+        std::vector<std::int64_t> e;
+        for (auto& w : want) e.push_back(eval_dim(w, plan.dims));
+        throw ArgError{op, name, "expected shape " + shape_str(e) + ", got " + shape_str(args[i].shape)};
+      }
+    plan.pointers.push_back(args[i].ptr);
+  }
+
+  auto& dm = plan.dims;
+  auto ints = [&](std::initializer_list<std::int64_t> v) {
+    for (auto x : v) plan.ints.push_back(static_cast<std::int32_t>(x));
+  };
+  // Kernel parameter order: all pointers, then ints and floats as each kernel declares them.
+  std::string kinds(plan.pointers.size(), 'p');
+  if (op == "vector_add") {
+    ints({dm["N"]}), kinds += "i";
+    plan.grid[0] = blocks(dm["N"], k.get("TILE"));
+  } else if (op == "transpose") {
+    ints({dm["M"], dm["N"]}), kinds += "ii";
+    plan.grid[0] = blocks(dm["M"], k.get("TM"));
+    plan.grid[1] = blocks(dm["N"], k.get("TN"));
+  } else if (op == "softmax" || op == "rms_norm" || op == "layer_norm") {
+    ints({dm["M"], dm["N"]}), kinds += "ii";
+    if (op != "softmax") {
+      plan.floats.push_back(static_cast<float>(param_number(op, params, "eps")));
+      kinds += "f";
+    }
+    plan.grid[0] = blocks(dm["M"], k.get("TM"));
+  } else if (op == "silu_and_mul") {
+    ints({dm["M"], dm["H"]}), kinds += "ii";
+    plan.grid[0] = blocks(dm["M"], k.get("TM"));
+    plan.grid[1] = blocks(dm["H"], k.get("TN"));
+  } else if (op == "rope") {
+    if (dm["D"] % 2) throw ArgError{op, "q", "head dim D=" + std::to_string(dm["D"]) + " must be even for half rotation"};
+    ints({dm["S"], dm["D"]}), kinds += "ii";
+    plan.grid[0] = blocks(dm["S"], k.get("TS"));
+    plan.grid[1] = static_cast<unsigned>(dm["B"] * dm["H"]);
+  } else if (op == "matmul" || op == "bmm") {
+    ints({dm["M"], dm["N"], dm["K"]}), kinds += "iii";
+    plan.grid[0] = blocks(dm["M"], k.get("TM"));
+    plan.grid[1] = blocks(dm["N"], k.get("TN"));
+    plan.grid[2] = op == "bmm" ? static_cast<unsigned>(dm["Bt"]) : 1u;
+  } else if (op == "attention") {
+    if (dm["D"] != k.get("D"))
+      throw ArgError{op, "q", "head dim D=" + std::to_string(dm["D"]) + " does not match kernel " + k.name +
+                                  " (D=" + std::to_string(k.get("D")) + ")"};
+    double scale = 1.0 / std::sqrt(static_cast<double>(dm["D"]));
+    if (params.contains("scale") && !py::object(params["scale"]).is_none()) scale = param_number(op, params, "scale");
+    bool causal = false;
+    if (params.contains("causal")) causal = py::bool_(params["causal"]);
+    plan.ints.push_back(static_cast<std::int32_t>(dm["S"]));
+    plan.floats.push_back(static_cast<float>(scale * 1.4426950408889634));  // log2(e): kernel uses exp2
+    plan.ints.push_back(causal ? 1 : 0);
+    kinds += "ifi";
+    plan.grid[0] = blocks(dm["S"], k.get("TQ"));
+    plan.grid[1] = static_cast<unsigned>(dm["B"] * dm["H"]);
+  } else {
+    throw std::logic_error("no launch plan for op " + op);
+  }
+  plan.kinds.assign(kinds.begin(), kinds.end());
+  if (plan.grid[1] > 65535 || plan.grid[2] > 65535)
+    throw ArgError{op, sig.tensors[0].first, "grid (" + std::to_string(plan.grid[0]) + ", " +
+                                                 std::to_string(plan.grid[1]) + ", " + std::to_string(plan.grid[2]) +
+                                                 ") exceeds the 65535 limit of grid y/z"};
+  return plan;
+}
+
+}  // namespace tr

@@ -1,0 +1,47 @@
+// Argument checking and launch plans, per op. Everything here runs before the driver is touched, so a
+// bad call is refused (with the op and the argument named) on any machine, GPU or not.
+#pragma once
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tr {
+
+// One instantiated kernel (an entry of cpp/include/tr_kernels.h).
+struct KernelInfo {
+  std::string name;   // extern "C" symbol in the op's cubin
+  std::string op;
+  std::string dtype;  // "fp32", "fp16", "bf16"
+  std::vector<std::pair<std::string, int>> config;  // template arguments by name, in order
+  int get(const std::string& key) const;
+};
+
+// A refused argument: becomes ValueError (TypeError when the object is not tensor-like at all).
+struct ArgError {
+  std::string op, arg, message;
+  bool type_error = false;
+  std::string what() const { return "tile_cpp." + op + ": argument '" + arg + "': " + message; }
+};
+
+// A checked call, ready to launch: the grid, the device, and the kernel's parameter values.
+struct Plan {
+  int device = 0;
+  unsigned grid[3] = {1, 1, 1};
+  std::map<std::string, std::int64_t> dims;
+  std::vector<std::uint64_t> pointers;  // device pointers, in the kernel's parameter order
+  std::vector<std::int32_t> ints;       // then these int parameters
+  std::vector<float> floats;            // then these float parameters (order per op, see ops.cpp)
+  std::vector<char> kinds;              // 'p', 'i', 'f' per kernel parameter, in order
+};
+
+// The argument names of an op (inputs then outputs), for error messages and the Python side.
+std::vector<std::string> op_arguments(const std::string& op);
+
+// Checks tensors (duck typed: data_ptr(), shape, stride(), dtype, device) and params against the op's
+// signature and the kernel's dtype/config, and computes the launch plan. Throws ArgError.
+Plan make_plan(const KernelInfo& k, const pybind11::sequence& tensors, const pybind11::dict& params);
+
+}  // namespace tr

@@ -1,0 +1,185 @@
+"""The `tile_cpp` backend: CUDA Tile C++ kernels (cpp/kernels) through the pybind11 module
+`tilerosetta_tile_cpp`.
+
+The kernels are compiled at build time (`pip install -e .` / `make build-python`) by the pinned nvcc 13.4
+into cubins for sm_80/90/100/120 and embedded in the module; at run time the module loads the cubin of
+the current device through the CUDA driver API and launches on torch's current stream. No compiler
+runs at call time.
+
+Tile sizes are template arguments: the module holds a small table of instantiated configs per op and
+dtype (cpp/include/tr_kernels.h). This adapter chooses among them: DEFAULTS below (by op, dtype and
+problem size), or whatever `set_config` forced (tile-size sweeps).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from tilerosetta.backends.base import Backend
+from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
+
+try:
+    import tilerosetta_tile_cpp as _mod
+
+    _IMPORT_ERROR = ""
+except ImportError as exc:  # not built here (no tile-capable nvcc at build time) or not installed
+    _mod = None
+    _IMPORT_ERROR = (f"extension module tilerosetta_tile_cpp is not built ({exc}); build it with "
+                     f"`make build-python` (needs the pinned nvcc 13.4 in .toolchain/)")
+
+H200_SMS = 132  # below this many output tiles, smaller GEMM tiles keep more SMs busy
+
+
+def _row_default(dtype, dims):
+    # Short rows: several rows per block so a block still moves a useful amount of data.
+    return {"TM": 4, "TN": 512} if dims.get("N", 1 << 30) <= 512 else {"TM": 1, "TN": 1024}
+
+
+def _gemm_default(dtype, dims):
+    tiles = -(-dims.get("M", 1 << 20) // 128) * -(-dims.get("N", 1 << 20) // 128) * dims.get("Bt", 1)
+    big = tiles >= H200_SMS
+    tk = 32 if dtype == torch.float32 else 64
+    return {"TM": 128, "TN": 128, "TK": tk} if big else {"TM": 64, "TN": 64, "TK": tk}
+
+
+# op -> fn(dtype, dims) -> config (a subset of the template arguments; attention's D comes from the call).
+DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
+    "vector_add": lambda dtype, dims: {"TILE": 4096 if dims.get("N", 1 << 30) >= 1 << 20 else 1024},
+    "transpose": lambda dtype, dims: {"TM": 32, "TN": 32} if dtype == torch.float32 else {"TM": 64, "TN": 64},
+    "softmax": _row_default,
+    "rms_norm": _row_default,
+    "layer_norm": _row_default,
+    "silu_and_mul": lambda dtype, dims: {"TM": 4, "TN": 256},
+    "rope": lambda dtype, dims: {"TS": 16, "TD": 64},
+    "matmul": _gemm_default,
+    "bmm": _gemm_default,
+    "attention": lambda dtype, dims: {"TQ": 128, "TK": 64},
+}
+CALL_FIXED = {"attention": ("D",)}  # template arguments fixed by the call's shapes, not tunable
+
+
+def _tuned(op, dtype, dims):
+    try:
+        from tilerosetta import toolchain, tuning
+    except ImportError:  # no tuning table in this checkout
+        return None
+    return tuning.lookup("tile_cpp", op, dtype, toolchain.device_arch(), dims)
+
+
+def _bind_dims(spec, tensors) -> dict[str, int]:
+    """The spec's plain dimension symbols from already validated tensors."""
+    dims: dict[str, int] = {}
+    shapes = list(spec.inputs.values()) + list(spec.outputs.values())
+    for t, shape in zip(tensors, shapes):
+        for extent, sym in zip(t.shape, shape):
+            if sym.isidentifier():
+                dims.setdefault(sym, int(extent))
+    return dims
+
+
+class TileCppBackend(Backend):
+    name = "tile_cpp"
+    language = "CUDA Tile C++"
+    device_type = "cuda"
+
+    def __init__(self):
+        self._forced: dict[tuple[str, torch.dtype], dict[str, Any]] = {}
+        self._kernels = _mod.kernels() if _mod else []
+
+    # ---- availability ---------------------------------------------------------------------------
+    def available(self):
+        if _mod is None:
+            return False, _IMPORT_ERROR
+        ok, why = _mod.driver_status()
+        if not ok:
+            return False, f"no CUDA GPU: {why}"
+        if not torch.cuda.is_available():
+            return False, "no CUDA GPU (torch.cuda.is_available() is False)"
+        arch = _mod.device_arch(torch.cuda.current_device())
+        if not self._arch_supported(arch):
+            return False, f"device is {arch}; the module holds cubins for {', '.join(_mod.ARCHS)}"
+        return True, f"{torch.cuda.get_device_name()} ({arch}); cubins for {', '.join(_mod.ARCHS)}"
+
+    @staticmethod
+    def _arch_supported(arch: str) -> bool:
+        # The module's rule: same arch, or an older minor of the same major (sm_86/89 run sm_80 SASS).
+        cc = int(arch.removeprefix("sm_"))
+        return any(int(a.removeprefix("sm_")) // 10 == cc // 10 and int(a.removeprefix("sm_")) <= cc
+                   for a in _mod.ARCHS)
+
+    # ---- ops ------------------------------------------------------------------------------------
+    def _built_ops(self) -> set[str]:
+        return {op for op, _dt, _arch, _size in _mod.cubins()} if _mod else set()
+
+    def implementations(self):
+        built = self._built_ops()
+        return {op: self._make_fn(op) for op in OP_NAMES if op in built}
+
+    def missing(self):
+        if _mod is None:
+            return {op: _IMPORT_ERROR for op in OP_NAMES}
+        built = self._built_ops()
+        return {op: "no cubin of this op in the module (not compiled: see the build log)"
+                for op in OP_NAMES if op not in built}
+
+    def dtypes(self, op):
+        have = {k["dtype"] for k in self._kernels if k["op"] == op}
+        return tuple(d for d in get_spec(op).dtypes if dtype_name(d) in have)
+
+    def _make_fn(self, op: str):
+        spec = get_spec(op)
+
+        def fn(*tensors, **params):
+            dims = _bind_dims(spec, tensors)
+            kernel = self.kernel_for(op, tensors[0].dtype, dims)
+            stream = torch.cuda.current_stream(tensors[0].device).cuda_stream
+            _mod.launch(kernel, list(tensors), params, stream)
+
+        fn.__name__ = op
+        return fn
+
+    # ---- tuning ---------------------------------------------------------------------------------
+    def _candidates(self, op: str, dtype: torch.dtype) -> list[dict]:
+        return [k for k in self._kernels if k["op"] == op and k["dtype"] == dtype_name(dtype)]
+
+    def config_space(self, op, dtype):
+        fixed = CALL_FIXED.get(op, ())
+        space = []
+        for k in self._candidates(op, dtype):
+            cfg = {key: v for key, v in k["config"].items() if key not in fixed}
+            if cfg not in space:
+                space.append(cfg)
+        return space
+
+    def default_config(self, op, dtype, dims):
+        tuned = _tuned(op, dtype, dims)  # a sweep's committed result, if any and still instantiated
+        if tuned is not None and tuned in self.config_space(op, dtype):
+            return tuned
+        return dict(DEFAULTS[op](dtype, dims))
+
+    def set_config(self, op, dtype, config):
+        if not config:
+            self._forced.pop((op, dtype), None)
+            return
+        space = self.config_space(op, dtype)
+        if dict(config) not in space:
+            raise ValueError(f"tile_cpp.{op}: config {config} is not instantiated for {dtype_name(dtype)}; "
+                             f"choose one of {space} (or add it to cpp/include/tr_kernels.h)")
+        self._forced[(op, dtype)] = dict(config)
+
+    def kernel_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> str:
+        """The name of the instantiated kernel a call with these dims uses."""
+        cfg = dict(self._forced.get((op, dtype)) or self.default_config(op, dtype, dims))
+        for key in CALL_FIXED.get(op, ()):
+            cfg[key] = dims[key]
+        for k in self._candidates(op, dtype):
+            if all(k["config"].get(key) == v for key, v in cfg.items()):
+                return k["name"]
+        raise ValueError(f"tile_cpp.{op}: no kernel instantiated for {dtype_name(dtype)} with {cfg}")
+
+    def versions(self):
+        if _mod is None:
+            return {}
+        return {"nvcc": _mod.NVCC_VERSION, "cubin_archs": ",".join(_mod.ARCHS)}

@@ -1,0 +1,228 @@
+"""tile_cpp without a GPU: the built module, its embedded cubins, argument checking and launch plans.
+
+The conformance suite runs the kernels on a GPU; these tests check on any machine what can be checked
+without one. Fake tensors (duck-typed objects with data_ptr/shape/stride/dtype/device) stand in for CUDA
+tensors: the module validates before it touches the driver, so a bad call must be refused here too.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+import torch
+
+from tilerosetta import toolchain
+from tilerosetta.specs import OP_NAMES, SPECS, Case, dtype_name
+
+mod = pytest.importorskip(
+    "tilerosetta_tile_cpp",
+    reason="tilerosetta_tile_cpp not built here (run `make build-python`; needs the pinned nvcc 13.4)")
+
+EM_CUDA = 190
+
+
+class FakeTensor:
+    """Looks like a CUDA tensor to the module; its data_ptr is host memory that is never dereferenced."""
+
+    def __init__(self, shape, dtype=torch.float32, device="cuda", strides=None, ptr=1 << 20):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.device = torch.device(device, 0) if device == "cuda" else torch.device(device)
+        self._strides = strides or tuple(math.prod(self.shape[i + 1:]) for i in range(len(self.shape)))
+        self._ptr = ptr
+
+    def data_ptr(self):
+        return self._ptr
+
+    def stride(self):
+        return self._strides
+
+
+def kernels_of(op, dtype=None):
+    return [k for k in mod.kernels() if k["op"] == op and (dtype is None or k["dtype"] == dtype)]
+
+
+def fakes(op, dims, dtype=torch.float32):
+    spec = SPECS[op]
+    shapes = spec.shapes(Case(dims))
+    return [FakeTensor(shapes[n], dtype) for n in list(spec.inputs) + list(spec.outputs)]
+
+
+# ---- the embedded cubins ----------------------------------------------------------------------------
+def test_every_op_dtype_has_a_cubin_for_each_arch():
+    listed = {(op, dt, arch) for op, dt, arch, _size in mod.cubins()}
+    want = {(op, dtype_name(d), arch) for op in OP_NAMES for d in SPECS[op].dtypes
+            for arch in toolchain.COMPILE_ARCHS}
+    assert not want - listed, f"missing cubins: {sorted(want - listed)}"
+    assert sorted(mod.ARCHS) == sorted(toolchain.COMPILE_ARCHS)
+
+
+@pytest.mark.parametrize("arch", toolchain.COMPILE_ARCHS)
+@pytest.mark.parametrize("op", OP_NAMES)
+def test_cubin_is_a_cuda_elf_holding_every_kernel(op, arch):
+    blob = mod.cubin(op, arch)
+    sizes = {size for o, _dt, a, size in mod.cubins() if (o, a) == (op, arch)}
+    assert sizes == {len(blob)}
+    assert blob[:4] == b"\x7fELF", "not an ELF file"
+    assert blob[4] == 2, "not a 64-bit ELF"
+    (machine,) = struct.unpack_from("<H", blob, 18)
+    assert machine == EM_CUDA, f"e_machine {machine}, expected EM_CUDA ({EM_CUDA})"
+    for k in kernels_of(op):  # the launcher finds kernels by these symbol names
+        assert b"\0" + k["name"].encode() + b"\0" in blob, f"{k['name']} not in {op} {arch} cubin"
+
+
+def test_kernel_table_covers_every_op_and_dtype():
+    for op in OP_NAMES:
+        for d in SPECS[op].dtypes:
+            assert kernels_of(op, dtype_name(d)), f"no kernel instantiated for {op} {dtype_name(d)}"
+
+
+# ---- refusals, before the driver is touched ---------------------------------------------------------
+def refused(kernel, tensors, params=None, *, op, arg, exc=ValueError, match=""):
+    for call in (lambda: mod.plan(kernel, tensors, params or {}),
+                 lambda: mod.launch(kernel, tensors, params or {}, 0)):
+        with pytest.raises(exc) as info:
+            call()
+        msg = str(info.value)
+        assert f"tile_cpp.{op}" in msg and f"'{arg}'" in msg, msg
+        assert match in msg, msg
+
+
+def test_refuses_wrong_dtype():
+    x, out = fakes("softmax", {"M": 17, "N": 129})
+    out.dtype = torch.float16
+    refused("softmax_fp32_1_1024", [x, out], op="softmax", arg="out", match="fp16")
+    a, b, o = fakes("vector_add", {"N": 7}, torch.float64)
+    refused("vector_add_fp32_1024", [a, b, o], op="vector_add", arg="a", match="float64")
+
+
+def test_refuses_wrong_shape_and_rank():
+    x, out = fakes("softmax", {"M": 17, "N": 129})
+    out.shape = (17, 128)
+    refused("softmax_fp32_1_1024", [x, out], op="softmax", arg="out", match="N=128")
+    x, out = fakes("silu_and_mul", {"M": 3, "H": 7})
+    x.shape, x._strides = (3, 15), (15, 1)  # not 2*H
+    refused("silu_and_mul_fp32_4_256", [x, out], op="silu_and_mul", arg="x", match="expected shape")
+    a, b, o = fakes("matmul", {"M": 4, "N": 5, "K": 6})
+    a.shape, a._strides = (1, 4, 6), (24, 6, 1)
+    refused("matmul_fp32_64_64_32", [a, b, o], op="matmul", arg="a", match="2-D")
+
+
+def test_refuses_non_contiguous_cpu_and_non_tensor():
+    x, out = fakes("transpose", {"M": 17, "N": 31})
+    x._strides = (1, 17)
+    refused("transpose_fp32_32_32", [x, out], op="transpose", arg="x", match="contiguous")
+    x, out = fakes("transpose", {"M": 17, "N": 31})
+    out.device = torch.device("cpu")
+    refused("transpose_fp32_32_32", [x, out], op="transpose", arg="out", match="cpu")
+    x, out = fakes("transpose", {"M": 17, "N": 31})
+    refused("transpose_fp32_32_32", [[1.0, 2.0], out], op="transpose", arg="x", exc=TypeError, match="list")
+    refused("transpose_fp32_32_32", [x], op="transpose", arg="tensors", match="expected 2 tensors")
+
+
+def test_refuses_bad_params_and_head_dim():
+    x, w, out = fakes("rms_norm", {"M": 3, "N": 7})
+    refused("rms_norm_fp32_1_1024", [x, w, out], {}, op="rms_norm", arg="eps", match="missing")
+    refused("rms_norm_fp32_1_1024", [x, w, out], {"eps": "x"}, op="rms_norm", arg="eps", exc=TypeError)
+    q = fakes("attention", {"B": 1, "H": 2, "S": 17, "D": 128}, torch.float16)
+    refused("attention_fp16_64_128_64", q, {"causal": False, "scale": None}, op="attention", arg="q",
+            match="D=128")
+    r = fakes("rope", {"B": 1, "H": 1, "S": 3, "D": 5})
+    refused("rope_fp32_16_64", r, op="rope", arg="q", match="even")
+
+
+def test_unknown_kernel_is_refused():
+    with pytest.raises(ValueError, match="unknown kernel"):
+        mod.plan("softmax_fp32_3_3", fakes("softmax", {"M": 1, "N": 1}), {})
+
+
+# ---- launch plans: grid and scalar arguments --------------------------------------------------------
+@pytest.mark.parametrize("kernel, op, dims, params, grid, ints", [
+    ("vector_add_fp32_1024", "vector_add", {"N": 4099}, {}, (5, 1, 1), [4099]),
+    ("vector_add_fp32_1024", "vector_add", {"N": 1}, {}, (1, 1, 1), [1]),
+    ("transpose_fp32_32_32", "transpose", {"M": 300, "N": 1000}, {}, (10, 32, 1), [300, 1000]),
+    ("softmax_fp32_4_512", "softmax", {"M": 257, "N": 4099}, {}, (65, 1, 1), [257, 4099]),
+    ("silu_and_mul_fp32_4_256", "silu_and_mul", {"M": 257, "H": 4099}, {}, (65, 17, 1), [257, 4099]),
+    ("rope_fp32_16_64", "rope", {"B": 2, "H": 3, "S": 17, "D": 128}, {}, (2, 6, 1), [17, 128]),
+    ("matmul_fp32_64_64_32", "matmul", {"M": 127, "N": 129, "K": 131}, {}, (2, 3, 1), [127, 129, 131]),
+    ("bmm_fp32_64_64_32", "bmm", {"Bt": 5, "M": 127, "N": 129, "K": 131}, {}, (2, 3, 5), [127, 129, 131]),
+])
+def test_plan_grid(kernel, op, dims, params, grid, ints):
+    plan = mod.plan(kernel, fakes(op, dims), params)
+    assert tuple(plan["grid"]) == grid
+    assert list(plan["ints"]) == ints
+
+
+def test_plan_attention_scale_and_causal():
+    q = fakes("attention", {"B": 2, "H": 3, "S": 300, "D": 128}, torch.bfloat16)
+    plan = mod.plan("attention_bf16_128_128_64", q, {"causal": True, "scale": None})
+    assert tuple(plan["grid"]) == (3, 6, 1)
+    assert list(plan["ints"]) == [300, 1]
+    assert plan["floats"][0] == pytest.approx(math.log2(math.e) / math.sqrt(128), rel=1e-6)
+    plan = mod.plan("attention_bf16_128_128_64", q, {"causal": False, "scale": 0.3})
+    assert list(plan["ints"]) == [300, 0]
+    assert plan["floats"][0] == pytest.approx(0.3 * math.log2(math.e), rel=1e-6)
+
+
+def test_plan_layer_norm_eps():
+    plan = mod.plan("layer_norm_fp16_1_1024", fakes("layer_norm", {"M": 3, "N": 7}, torch.float16), {"eps": 1e-5})
+    assert plan["floats"][0] == pytest.approx(1e-5)
+
+
+def test_valid_call_without_driver_fails_cleanly():
+    ok, why = mod.driver_status()
+    if ok:
+        pytest.skip("a CUDA driver is present: a fake-pointer launch would really run")
+    with pytest.raises(RuntimeError) as info:
+        mod.launch("vector_add_fp32_1024", fakes("vector_add", {"N": 7}), {}, 0)
+    assert "tile_cpp.vector_add" in str(info.value) and why in str(info.value)
+
+
+# ---- the adapter ------------------------------------------------------------------------------------
+@pytest.fixture
+def adapter():
+    from tilerosetta.backends.tile_cpp import TileCppBackend
+
+    return TileCppBackend()
+
+
+def test_adapter_lists_every_op(adapter):
+    assert set(adapter.implementations()) == set(OP_NAMES), adapter.missing()
+    assert adapter.missing() == {}
+    assert adapter.dtypes("attention") == SPECS["attention"].dtypes
+
+
+def test_adapter_unavailable_reason_without_gpu(adapter):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    ok, reason = adapter.available()
+    assert not ok and reason.startswith("no CUDA GPU"), reason
+
+
+@pytest.mark.parametrize("op", OP_NAMES)
+def test_config_space_and_defaults(adapter, op):
+    spec = SPECS[op]
+    for dtype in spec.dtypes:
+        space = adapter.config_space(op, dtype)
+        assert space, f"{op} {dtype_name(dtype)} has no configs"
+        for case in spec.cases + spec.bench_cases:
+            dims = dict(case.dims)
+            assert adapter.default_config(op, dtype, dims) in space
+            name = adapter.kernel_for(op, dtype, dims)  # resolves to an instantiated kernel
+            mod.plan(name, fakes(op, dims, dtype), spec.full_params(case.params))
+
+
+def test_set_config_forces_and_restores(adapter):
+    dims = {"M": 256, "N": 256, "K": 512}
+    default = adapter.kernel_for("matmul", torch.float16, dims)
+    other = [c for c in adapter.config_space("matmul", torch.float16)
+             if c != adapter.default_config("matmul", torch.float16, dims)][0]
+    adapter.set_config("matmul", torch.float16, other)
+    forced = adapter.kernel_for("matmul", torch.float16, dims)
+    assert forced != default and forced.endswith("_".join(str(v) for v in other.values()))
+    adapter.set_config("matmul", torch.float16, None)
+    assert adapter.kernel_for("matmul", torch.float16, dims) == default
+    with pytest.raises(ValueError, match="not instantiated"):
+        adapter.set_config("matmul", torch.float16, {"TM": 3, "TN": 3, "TK": 3})
