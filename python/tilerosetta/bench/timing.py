@@ -138,7 +138,7 @@ def time_gpu(fn: Callable[[], None], *, warmup_ms: float = 25.0, rep_ms: float =
         replay, note = try_graph(fn, verify)
         if replay is not None:
             run, method = replay, GRAPH
-    flusher = flusher or (L2Flusher() if flush else None)
+    flusher = (flusher or L2Flusher()) if flush else None
     stream = torch.cuda.current_stream()
 
     def pre():

@@ -1,0 +1,55 @@
+"""The bench on a real GPU (skipped without one): ceilings, the torch backend end to end, a wrong
+backend on CUDA never timed. Run on the GPU node: pytest shared_tests/test_bench_gpu.py -q"""
+
+import pytest
+import torch
+
+from tilerosetta.backends import torch_ref
+from tilerosetta.backends.base import Backend
+from tilerosetta.bench import ceilings, results, runner, timing
+from tilerosetta.specs import get_spec
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: measures GPU time")
+
+
+class WrongCuda(Backend):
+    name, language, device_type = "wrong_cuda", "fake", "cuda"
+
+    def available(self):
+        return True, "fake"
+
+    def implementations(self):
+        return {"vector_add": lambda a, b, out: torch.add(a, b, out=out).mul_(2.0)}
+
+
+@pytest.fixture(scope="module")
+def ceil():
+    return ceilings.measure(quick=True)
+
+
+def test_ceilings_are_plausible(ceil):
+    assert 100 < ceil.copy_gbps < 20_000  # GB/s
+    assert 10 < ceil.mm_tflops["bf16"] < 5_000  # TFLOP/s
+    assert ceil.details["copy"]["method"] == timing.GRAPH
+
+
+def test_torch_backend_end_to_end(tmp_path, ceil):
+    from tilerosetta import backends
+
+    torch_b = backends.get("torch")
+    va, mm = get_spec("vector_add"), get_spec("matmul")
+    plan = [(va, torch.float32, runner.select_cases(va, "N=16777216")[0]),
+            (mm, torch.bfloat16, mm.bench_cases[0])]
+    with results.ResultsWriter(tmp_path / "r.jsonl") as w:
+        recs = runner.Runner([torch_b, WrongCuda()], w, runner.Settings(warmup_ms=5, rep_ms=20), ceil).run(plan)
+    by = {(r["backend"], r["op"]): r for r in recs}
+    for op in ("vector_add", "matmul"):
+        r = by[("torch", op)]
+        assert r["status"] == "ok" and r["method"] == timing.GRAPH and r["timing"]["flush"]
+        assert 1 < r["pct_of_ceiling"] < 110, r  # a real fraction of a measured ceiling
+    assert by[("wrong_cuda", "vector_add")]["status"] == "wrong"
+    assert "timing" not in by[("wrong_cuda", "vector_add")]
+    assert by[("wrong_cuda", "matmul")]["status"] == "missing"
+    res = results.load(tmp_path / "r.jsonl")
+    launch = {r["backend"]: r for r in res.launch}
+    assert launch["torch"]["status"] == "ok" and 0 < launch["torch"]["raw_us"] <= launch["torch"]["bound_us"] * 1.5
