@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from typing import Any
 
 import torch
@@ -20,6 +21,10 @@ from tilerosetta.specs import OP_NAMES, get_spec
 
 _HAS_GPU = torch.cuda.is_available()
 _USER_INTERPRET = os.environ.get("TRITON_INTERPRET")
+# triton.language decorates its own helpers (tl.zeros, tl.sum, ...) when it is imported; if that
+# happened before TRITON_INTERPRET=1 was set, they are compiled-mode functions and the interpreter
+# cannot call them.
+_LANG_IMPORTED_EARLY = "triton.language" in sys.modules and _USER_INTERPRET is None
 if not _HAS_GPU and _USER_INTERPRET is None:
     os.environ["TRITON_INTERPRET"] = "1"
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
@@ -54,6 +59,9 @@ class TritonBackend(Backend):
         if not INTERPRET:
             return False, (f"no CUDA GPU and TRITON_INTERPRET={_USER_INTERPRET!r} set by the user; unset it "
                            f"(or set 1) to run Triton's interpreter on CPU tensors")
+        if _LANG_IMPORTED_EARLY:
+            return False, ("no CUDA GPU, and triton was imported before this backend could set "
+                           "TRITON_INTERPRET=1; set TRITON_INTERPRET=1 in the environment to use the interpreter")
         return True, "no CUDA GPU: running Triton's interpreter (TRITON_INTERPRET=1) on CPU tensors (correctness only)"
 
     def implementations(self):

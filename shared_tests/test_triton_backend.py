@@ -1,0 +1,106 @@
+"""Triton-specific checks beyond the shared suite: kernel variants the default configs do not reach on
+the conformance shapes (looped row kernels, uneven attention blocks, several matmul groups), and the
+tuning API (config_space / default_config / set_config).
+
+Runs wherever the triton backend runs: compiled on a GPU, in Triton's interpreter on CPU tensors.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from tilerosetta import backends
+from tilerosetta.harness import check_case
+from tilerosetta.specs import SPECS, Case, dtype_name
+
+ALL = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@pytest.fixture
+def triton_backend(request):
+    from conftest import selected_backends, skip_or_fail_unavailable
+
+    if "triton" not in selected_backends(request.config):
+        pytest.skip("triton not selected (--backend)")
+    b = backends.get("triton")
+    skip_or_fail_unavailable(request.config, b)
+    yield b
+    for op in SPECS:  # never leak a forced config into other tests
+        for dtype in ALL:
+            b.set_config(op, dtype, None)
+
+
+def _check(b, op, dtype, case, cfg, seed=0):
+    b.set_config(op, dtype, cfg)
+    result = check_case(b, SPECS[op], dtype, case, seed=seed)
+    assert result.ok, f"{result} with config {cfg}"
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=dtype_name)
+@pytest.mark.parametrize("op", ["softmax", "rms_norm", "layer_norm"])
+@pytest.mark.parametrize("m,n", [(1, 1), (3, 7), (5, 1000), (2, 4099)])
+def test_looped_row_kernels(triton_backend, op, dtype, m, n):
+    # single_max=0 forces the looped kernel; a 64-wide chunk gives many chunks and a ragged last one.
+    _check(triton_backend, op, dtype, Case({"M": m, "N": n}), {"single_max": 0, "loop_block": 64}, seed=m * n)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_name)
+@pytest.mark.parametrize("blocks", [(32, 64), (64, 32), (16, 16)])
+@pytest.mark.parametrize("s,causal", [(1, True), (17, True), (100, False), (100, True), (129, True)])
+def test_attention_uneven_blocks(triton_backend, dtype, blocks, s, causal):
+    # BLOCK_M != BLOCK_N moves the causal diagonal inside key blocks and splits the two stages
+    # differently from the default tiles.
+    cfg = {"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}
+    _check(triton_backend, "attention", dtype, Case({"B": 1, "H": 2, "S": s, "D": 64}, {"causal": causal}), cfg,
+           seed=s)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=dtype_name)
+@pytest.mark.parametrize("op", ["matmul", "bmm"])
+def test_matmul_many_groups(triton_backend, op, dtype):
+    # 16x16 tiles on 127x129: 8 tile-rows in groups of 3, so the last group is short.
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 3}
+    dims = {"M": 127, "N": 129, "K": 131} | ({"Bt": 2} if op == "bmm" else {})
+    _check(triton_backend, op, dtype, Case(dims), cfg)
+
+
+@pytest.mark.parametrize("op", list(SPECS))
+def test_config_api(triton_backend, op):
+    b = triton_backend
+    spec = SPECS[op]
+    for dtype in spec.dtypes:
+        space = b.config_space(op, dtype)
+        assert space, f"triton.{op} has no config space"
+        default = b.default_config(op, dtype, spec.cases[-1].dims)
+        assert default and all(isinstance(v, int) for v in default.values()), default
+        b.set_config(op, dtype, space[0])  # every listed config is accepted...
+        assert b.config_for(op, dtype, spec.cases[-1].dims).items() >= space[0].items()
+        b.set_config(op, dtype, None)  # ...and None restores the table
+        assert b.config_for(op, dtype, spec.cases[-1].dims) == default
+    dtype = spec.dtypes[0]
+    with pytest.raises(ValueError, match="unknown config key 'BOGUS'"):
+        b.set_config(op, dtype, {"BOGUS": 4})
+    key = next(k for k in b.default_config(op, dtype, spec.cases[-1].dims) if k.startswith("BLOCK") or k == "num_warps")
+    with pytest.raises(ValueError, match=f"'{key}' must be a power of two"):
+        b.set_config(op, dtype, {key: 3})
+
+
+def test_availability_and_versions(request):
+    # Not through the skipping fixture: if triton is installed, the backend must be usable, and a
+    # suite that lost it (e.g. triton.language imported before TRITON_INTERPRET=1 was set) must fail.
+    from conftest import selected_backends
+
+    if "triton" not in selected_backends(request.config):
+        pytest.skip("triton not selected (--backend)")
+    if importlib.util.find_spec("triton") is None:  # find, not import: importing first would break the interpreter
+        pytest.skip("triton is not installed")
+    b = backends.get("triton")
+    ok, reason = b.is_available()
+    assert ok, reason
+    if not torch.cuda.is_available():
+        assert b.device_type == "cpu" and "TRITON_INTERPRET=1" in reason
+    assert b.versions()["triton"]
+    assert not b.missing()
