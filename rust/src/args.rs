@@ -1,0 +1,201 @@
+//! Plain-integer arguments from Python and their validation.
+//!
+//! Python hands over what torch knows about each tensor (data pointer, shape, strides), the dtype by
+//! name, the device index and the current stream handle. Everything is checked here, before any CUDA
+//! call, so a bad argument becomes an error naming op and argument instead of an out-of-bounds launch.
+//! Nothing in this file touches the GPU: `cargo test` covers it on a machine without one.
+
+use std::fmt;
+
+/// Element types the backend launches (fp32 compute and accumulation inside every kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+}
+
+impl DType {
+    /// Names as Python passes them (TileRosetta's spec names).
+    pub fn parse(op: &str, name: &str) -> Result<Self, ArgError> {
+        match name {
+            "fp32" => Ok(DType::F32),
+            "fp16" => Ok(DType::F16),
+            "bf16" => Ok(DType::BF16),
+            other => Err(ArgError::new(op, "dtype", format!("unsupported dtype '{other}': expected fp32, fp16 or bf16"))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "fp32",
+            DType::F16 => "fp16",
+            DType::BF16 => "bf16",
+        }
+    }
+    /// The element type's name in cuTile-rs kernels (the `T` generic of every entry).
+    pub fn cutile_name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+        }
+    }
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
+        }
+    }
+}
+
+/// A validation failure: which op, which argument, what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgError {
+    pub op: String,
+    pub arg: String,
+    pub message: String,
+}
+
+impl ArgError {
+    pub fn new(op: &str, arg: &str, message: impl Into<String>) -> Self {
+        ArgError { op: op.to_string(), arg: arg.to_string(), message: message.into() }
+    }
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cutile_rs.{}: argument '{}': {}", self.op, self.arg, self.message)
+    }
+}
+
+impl std::error::Error for ArgError {}
+
+/// One torch tensor as raw parts. Python passes strides too, so a non-contiguous view is refused here
+/// even if a caller bypasses the spine's validation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorArg {
+    pub name: String,
+    pub ptr: u64,
+    pub shape: Vec<i64>,
+    pub strides: Vec<i64>,
+}
+
+impl TensorArg {
+    pub fn new(name: &str, ptr: u64, shape: &[i64], strides: &[i64]) -> Self {
+        TensorArg { name: name.to_string(), ptr, shape: shape.to_vec(), strides: strides.to_vec() }
+    }
+    pub fn numel(&self) -> i64 {
+        self.shape.iter().product()
+    }
+}
+
+/// Row-major strides of a shape (in elements).
+pub fn contiguous_strides(shape: &[i64]) -> Vec<i64> {
+    let mut strides = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1].max(1);
+    }
+    strides
+}
+
+/// Checks one tensor: rank, extents (positive, within cuTile's i32 indexing), contiguity, pointer
+/// (non-null, aligned to the element size). Returns the shape as i32 for the kernels.
+pub fn check_tensor(op: &str, t: &TensorArg, rank: usize, dtype: DType) -> Result<Vec<i32>, ArgError> {
+    let fail = |msg: String| Err(ArgError::new(op, &t.name, msg));
+    if t.shape.len() != rank {
+        return fail(format!("expected rank {rank}, got shape {:?}", t.shape));
+    }
+    if t.strides.len() != rank {
+        return fail(format!("strides {:?} do not match shape {:?}", t.strides, t.shape));
+    }
+    if let Some(d) = t.shape.iter().find(|&&d| d <= 0) {
+        return fail(format!("every extent must be positive, got {d} in shape {:?}", t.shape));
+    }
+    // cuTile-rs describes tensors with i32 shapes and strides; refuse what would wrap.
+    let numel = t.shape.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d));
+    match numel {
+        Some(n) if n <= i32::MAX as i64 => {}
+        _ => return fail(format!("shape {:?} has more than 2^31-1 elements (cuTile-rs indexes with i32)", t.shape)),
+    }
+    if t.strides != contiguous_strides(&t.shape) {
+        return fail(format!("must be contiguous row-major: strides {:?} for shape {:?}", t.strides, t.shape));
+    }
+    if t.ptr == 0 {
+        return fail("null data pointer".to_string());
+    }
+    if t.ptr % dtype.size() as u64 != 0 {
+        return fail(format!("data pointer {:#x} is not aligned to its {}-byte elements", t.ptr, dtype.size()));
+    }
+    Ok(t.shape.iter().map(|&d| d as i32).collect())
+}
+
+/// Checks that an extent equals the one bound earlier (symbolic dims such as M, N).
+pub fn expect_dim(op: &str, arg: &str, what: &str, got: i32, want: i32) -> Result<(), ArgError> {
+    if got != want {
+        return Err(ArgError::new(op, arg, format!("{what} is {got}, expected {want}")));
+    }
+    Ok(())
+}
+
+/// A launch request as Python sends it.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub op: String,
+    pub dtype: DType,
+    pub device: i32,
+    /// `torch.cuda.current_stream().cuda_stream`: 0 is the legacy default stream.
+    pub stream: u64,
+    pub tensors: Vec<TensorArg>,
+    /// Scalar params by name (eps, scale, causal as 0/1).
+    pub scalars: Vec<(String, f64)>,
+    /// Tile configuration by name; empty means the default table.
+    pub config: Vec<(String, i64)>,
+}
+
+impl Request {
+    pub fn scalar(&self, name: &str) -> Result<f64, ArgError> {
+        self.scalars
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| ArgError::new(&self.op, name, "missing scalar parameter"))
+    }
+
+    /// The tensors in spec order, checked for count and names.
+    pub fn tensors_named(&self, names: &[&str]) -> Result<&[TensorArg], ArgError> {
+        if self.tensors.len() != names.len() {
+            return Err(ArgError::new(
+                &self.op,
+                "tensors",
+                format!("expected {} tensors ({}), got {}", names.len(), names.join(", "), self.tensors.len()),
+            ));
+        }
+        for (t, want) in self.tensors.iter().zip(names) {
+            if t.name != *want {
+                return Err(ArgError::new(&self.op, &t.name, format!("expected argument '{want}' here")));
+            }
+        }
+        Ok(&self.tensors)
+    }
+
+    pub fn check_device(&self) -> Result<(), ArgError> {
+        if self.device < 0 {
+            return Err(ArgError::new(&self.op, "device", format!("invalid CUDA device index {}", self.device)));
+        }
+        Ok(())
+    }
+}
+
+/// Refuses writes into a buffer that also feeds the kernel (torch users may pass out=x by mistake;
+/// most kernels here read other tiles of x after writing one of out).
+pub fn check_no_alias(op: &str, dtype: DType, out: &TensorArg, inputs: &[&TensorArg]) -> Result<(), ArgError> {
+    let span = |t: &TensorArg| (t.ptr, t.ptr + t.numel() as u64 * dtype.size() as u64);
+    let (o0, o1) = span(out);
+    for t in inputs {
+        let (i0, i1) = span(t);
+        if o0 < i1 && i0 < o1 {
+            return Err(ArgError::new(op, &out.name, format!("output overlaps input '{}' (in-place is not supported)", t.name)));
+        }
+    }
+    Ok(())
+}

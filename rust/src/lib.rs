@@ -1,0 +1,17 @@
+//! TileRosetta's cuTile-rs backend.
+//!
+//! * `args`: plain-integer arguments from Python and their validation (no GPU needed).
+//! * `config`: the tile-size tables.
+//! * `ops`: one file per op with its kernel (`#[cutile::module]`), plan and launch.
+//! * `runtime`: borrowing torch's context, stream and memory.
+//! * `compile`: driver-free compilation of every kernel to Tile IR bytecode (tests, warm-up checks).
+//! * `python` (feature "python"): the PyO3 module `tilerosetta_cutile_rs`.
+
+pub mod args;
+pub mod compile;
+pub mod config;
+pub mod ops;
+pub mod runtime;
+
+#[cfg(feature = "python")]
+mod python;

@@ -1,0 +1,151 @@
+//! attention: out = softmax(q k^T * scale [causal]) v, q/k/v/out (B, H, S, D), D in {64, 128},
+//! fp16/bf16 with fp32 accumulation.
+//!
+//! Flash-attention forward: one tile block per (batch*head, BM query rows); it streams BN keys at a
+//! time, keeping a running max m, running sum l and an un-normalised BM x D accumulator (online
+//! softmax, base-2 exponentials with log2(e) folded into the scale). Keys past S are masked to -inf;
+//! with `CAUSAL` the loop also stops at the block's last query row and masks keys after each row.
+//! Key tile 0 always holds a visible key for every row (key 0), so m is finite from the first step
+//! and no row ever divides by zero.
+
+use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::config::{self, Config};
+use crate::ops::{KernelSpec, Plan, Rt};
+use crate::runtime::borrow;
+use cutile::prelude::*;
+
+#[cutile::module]
+pub mod kernel {
+    use cutile::core::*;
+
+    #[cutile::entry()]
+    pub fn attention<T: ElementType, const BM: i32, const BN: i32, const D: i32, const CAUSAL: i32>(
+        out: &mut Tensor<T, { [1, BM, D] }>,
+        q: &Tensor<T, { [-1, -1, -1] }>,
+        k: &Tensor<T, { [-1, -1, -1] }>,
+        v: &Tensor<T, { [-1, -1, -1] }>,
+        qk_scale_log2: f32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let bh = pid.0;
+        let mb = pid.1;
+        let s_len: i32 = get_shape_dim(k.shape(), 1i32);
+
+        let tq: Tile<T, { [1, BM, D] }> = q.load_tile(shape![1, BM, D], [bh, mb, 0i32]);
+        let tq: Tile<T, { [BM, D] }> = tq.reshape(shape![BM, D]);
+        let scale: Tile<f32, { [BM, BN] }> = broadcast_scalar(qk_scale_log2, shape![BM, BN]);
+
+        let mut m_i: Tile<f32, { [BM, 1] }> = constant(f32::NEG_INFINITY, shape![BM, 1]);
+        let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+        let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+
+        let offs_n: Tile<i32, { [BN] }> = iota(shape![BN]);
+        let offs_n: Tile<i32, { [BM, BN] }> = offs_n.reshape(shape![1, BN]).broadcast(shape![BM, BN]);
+        let offs_m: Tile<i32, { [BM] }> = iota(shape![BM]);
+        let offs_m: Tile<i32, { [BM, 1] }> = offs_m.reshape(shape![BM, 1]) + broadcast_scalar(mb * BM, shape![BM, 1]);
+        let offs_m: Tile<i32, { [BM, BN] }> = offs_m.broadcast(shape![BM, BN]);
+        let s_tile: Tile<i32, { [BM, BN] }> = broadcast_scalar(s_len, shape![BM, BN]);
+        let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, shape![BM, BN]);
+
+        let mut kv_end: i32 = s_len;
+        if CAUSAL == 1i32 {
+            kv_end = min((mb + 1i32) * BM, s_len);
+        }
+        for j in 0i32..ceil_div(kv_end, BN) {
+            let kt: Tile<T, { [1, BN, D] }> = k.load_tile(shape![1, BN, D], [bh, j, 0i32]);
+            let kt: Tile<T, { [BN, D] }> = kt.reshape(shape![BN, D]);
+            let kt_t: Tile<T, { [D, BN] }> = kt.transpose();
+            let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+            let qk: Tile<f32, { [BM, BN] }> = mma(tq, kt_t, zero);
+            let qk: Tile<f32, { [BM, BN] }> = qk * scale;
+
+            let cols: Tile<i32, { [BM, BN] }> = offs_n + broadcast_scalar(j * BN, shape![BM, BN]);
+            let mut keep: Tile<bool, { [BM, BN] }> = lt_tile(cols, s_tile);
+            if CAUSAL == 1i32 {
+                keep = keep & ge_tile(offs_m, cols);
+            }
+            let qk: Tile<f32, { [BM, BN] }> = select(keep, qk, neg_inf);
+
+            let row_max: Tile<f32, { [BM] }> = reduce_max(qk, 1);
+            let m_new: Tile<f32, { [BM, 1] }> = max_tile(m_i, row_max.reshape(shape![BM, 1]));
+            let p: Tile<f32, { [BM, BN] }> = exp2(qk - m_new.broadcast(shape![BM, BN]), ftz::Disabled);
+            let alpha: Tile<f32, { [BM, 1] }> = exp2(m_i - m_new, ftz::Disabled);
+            let row_sum: Tile<f32, { [BM] }> = reduce_sum(p, 1);
+            l_i = l_i * alpha + row_sum.reshape(shape![BM, 1]);
+            acc = acc * alpha.broadcast(shape![BM, D]);
+
+            let vt: Tile<T, { [1, BN, D] }> = v.load_tile(shape![1, BN, D], [bh, j, 0i32]);
+            let vt: Tile<T, { [BN, D] }> = vt.reshape(shape![BN, D]);
+            let pt: Tile<T, { [BM, BN] }> = convert_tile(p);
+            acc = mma(pt, vt, acc);
+            m_i = m_new;
+        }
+        let y: Tile<f32, { [BM, D] }> = true_div(acc, l_i.broadcast(shape![BM, D]));
+        let yt: Tile<T, { [BM, D] }> = convert_tile(y);
+        out.store(yt.reshape(shape![1, BM, D]));
+    }
+}
+
+pub fn plan(req: &Request) -> Result<Plan, ArgError> {
+    let op = req.op.as_str();
+    if req.dtype == DType::F32 {
+        return Err(ArgError::new(op, "dtype", "attention is fp16/bf16 only (tensor-core P @ V in the input dtype)"));
+    }
+    let t = req.tensors_named(&["q", "k", "v", "out"])?;
+    let q = check_tensor(op, &t[0], 4, req.dtype)?;
+    if q[3] != 64 && q[3] != 128 {
+        return Err(ArgError::new(op, "q", format!("head dim D={} not supported; expected 64 or 128", q[3])));
+    }
+    for (i, name) in [(1, "k"), (2, "v"), (3, "out")] {
+        let x = check_tensor(op, &t[i], 4, req.dtype)?;
+        for (d, dn) in ["B", "H", "S", "D"].iter().enumerate() {
+            expect_dim(op, name, &format!("dim {d} ({dn})"), x[d], q[d])?;
+        }
+    }
+    check_no_alias(op, req.dtype, &t[3], &[&t[0], &t[1], &t[2]])?;
+    let causal = req.scalar("causal")?;
+    if causal != 0.0 && causal != 1.0 {
+        return Err(ArgError::new(op, "causal", format!("expected a bool, got {causal}")));
+    }
+    let scale = req.scalar("scale")?;
+    if !scale.is_finite() {
+        return Err(ArgError::new(op, "scale", format!("expected a finite number, got {scale}")));
+    }
+    let cfg = config::resolve(op, req.dtype, &[("S", q[2] as i64), ("D", q[3] as i64)], &req.config)?;
+    Ok(Plan { dims: q, cfg })
+}
+
+/// dims = (B, H, S, D, causal as 0/1).
+pub fn specs(dtype: DType, cfg: &Config, d: i32, causal: bool) -> Vec<KernelSpec> {
+    let g = |k: &str| config::get(cfg, k).to_string();
+    vec![KernelSpec {
+        ast: kernel::__module_ast_self,
+        module: "kernel",
+        function: "attention",
+        generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), d.to_string(), (causal as i32).to_string()],
+        strides: vec![("out", vec![-1, -1, 1]), ("q", vec![-1, -1, 1]), ("k", vec![-1, -1, 1]), ("v", vec![-1, -1, 1])],
+    }]
+}
+
+pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
+    let t = &req.tensors;
+    let (bh, s, d) = (plan.dims[0] * plan.dims[1], plan.dims[2], plan.dims[3]);
+    let bm = config::get(&plan.cfg, "BM");
+    let causal = req.scalar("causal").map_err(|e| e.to_string())? == 1.0;
+    let scale = req.scalar("scale").map_err(|e| e.to_string())?;
+    let shape = [bh, s, d];
+    let strides = [s * d, d, 1];
+    // SAFETY: validated contiguous (B, H, S, D) torch tensors, seen as (B*H, S, D); see runtime::borrow.
+    let (q, k, v, mut out) = unsafe {
+        (
+            borrow::<T>(&rt.ctx, t[0].ptr, &shape, &strides),
+            borrow::<T>(&rt.ctx, t[1].ptr, &shape, &strides),
+            borrow::<T>(&rt.ctx, t[2].ptr, &shape, &strides),
+            borrow::<T>(&rt.ctx, t[3].ptr, &shape, &strides),
+        )
+    };
+    let g = specs(req.dtype, &plan.cfg, d, causal).remove(0).generics;
+    let qk_scale_log2 = (scale * std::f64::consts::LOG2_E) as f32;
+    let op = kernel::attention((&mut out).partition([1, bm as usize, d as usize]), &q, &k, &v, qk_scale_log2).generics(g);
+    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+}

@@ -1,0 +1,74 @@
+//! bmm: out (Bt, M, N) = a (Bt, M, K) @ b (Bt, K, N). As matmul, with the batch as the first grid
+//! dimension: the output partition (1, BM, BN) gives grid (Bt, ceil(M/BM), ceil(N/BN)).
+
+use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::config::{self, Config};
+use crate::ops::{KernelSpec, Plan, Rt};
+use crate::runtime::borrow;
+use cutile::prelude::*;
+
+#[cutile::module]
+pub mod kernel {
+    use cutile::core::*;
+
+    #[cutile::entry()]
+    pub fn bmm<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
+        out: &mut Tensor<T, { [1, BM, BN] }>,
+        a: &Tensor<T, { [-1, -1, -1] }>,
+        b: &Tensor<T, { [-1, -1, -1] }>,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let k: i32 = get_shape_dim(a.shape(), 2i32);
+        let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+        for kk in 0i32..ceil_div(k, BK) {
+            let at: Tile<T, { [1, BM, BK] }> = a.load_tile(shape![1, BM, BK], [pid.0, pid.1, kk]);
+            let bt: Tile<T, { [1, BK, BN] }> = b.load_tile(shape![1, BK, BN], [pid.0, kk, pid.2]);
+            let at: Tile<T, { [BM, BK] }> = at.reshape(shape![BM, BK]);
+            let bt: Tile<T, { [BK, BN] }> = bt.reshape(shape![BK, BN]);
+            acc = mma(at, bt, acc);
+        }
+        let y: Tile<T, { [BM, BN] }> = convert_tile(acc);
+        out.store(y.reshape(shape![1, BM, BN]));
+    }
+}
+
+pub fn plan(req: &Request) -> Result<Plan, ArgError> {
+    let op = req.op.as_str();
+    let t = req.tensors_named(&["a", "b", "out"])?;
+    let a = check_tensor(op, &t[0], 3, req.dtype)?;
+    let b = check_tensor(op, &t[1], 3, req.dtype)?;
+    expect_dim(op, "b", "dim 0 (Bt)", b[0], a[0])?;
+    expect_dim(op, "b", "dim 1 (K)", b[1], a[2])?;
+    let o = check_tensor(op, &t[2], 3, req.dtype)?;
+    expect_dim(op, "out", "dim 0 (Bt)", o[0], a[0])?;
+    expect_dim(op, "out", "dim 1 (M)", o[1], a[1])?;
+    expect_dim(op, "out", "dim 2 (N)", o[2], b[2])?;
+    check_no_alias(op, req.dtype, &t[2], &[&t[0], &t[1]])?;
+    let cfg = config::resolve(op, req.dtype, &[("M", a[1] as i64), ("N", b[2] as i64), ("K", a[2] as i64)], &req.config)?;
+    Ok(Plan { dims: vec![a[0], a[1], b[2], a[2]], cfg })
+}
+
+pub fn specs(dtype: DType, cfg: &Config) -> Vec<KernelSpec> {
+    let g = |k: &str| config::get(cfg, k).to_string();
+    vec![KernelSpec {
+        ast: kernel::__module_ast_self,
+        module: "kernel",
+        function: "bmm",
+        generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), g("BK")],
+        strides: vec![("out", vec![-1, -1, 1]), ("a", vec![-1, -1, 1]), ("b", vec![-1, -1, 1])],
+    }]
+}
+
+pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
+    let t = &req.tensors;
+    let (bt, m, n, k) = (plan.dims[0], plan.dims[1], plan.dims[2], plan.dims[3]);
+    let (bm, bn) = (config::get(&plan.cfg, "BM"), config::get(&plan.cfg, "BN"));
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see runtime::borrow).
+    let (a, b, mut out) = unsafe {
+        (borrow::<T>(&rt.ctx, t[0].ptr, &[bt, m, k], &[m * k, k, 1]), borrow::<T>(&rt.ctx, t[1].ptr, &[bt, k, n], &[k * n, n, 1]),
+         borrow::<T>(&rt.ctx, t[2].ptr, &[bt, m, n], &[m * n, n, 1]))
+    };
+    let g = specs(req.dtype, &plan.cfg).remove(0).generics;
+    let op = kernel::bmm((&mut out).partition([1, bm as usize, bn as usize]), &a, &b).generics(g);
+    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+}

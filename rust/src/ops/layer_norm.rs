@@ -1,0 +1,113 @@
+//! layer_norm: out = (x - mean) * rsqrt(var + eps) * w + b over rows of x (M, N). One tile block owns
+//! BR rows and makes three passes over BN-column chunks: the mean, then the variance around the mean
+//! (not E[x^2] - E[x]^2, which cancels badly for offset data; padding columns are masked to 0 here),
+//! then the normalised write. fp32 math throughout.
+
+use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::config::{self, Config};
+use crate::ops::{KernelSpec, Plan, Rt};
+use crate::runtime::borrow;
+use cutile::prelude::*;
+
+#[cutile::module]
+pub mod kernel {
+    use cutile::core::*;
+
+    #[cutile::entry()]
+    pub fn layer_norm<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+        out: &mut Tensor<T, { [BR, N] }>,
+        x: &Tensor<T, { [-1, -1] }>,
+        w: &Tensor<T, { [-1] }>,
+        b: &Tensor<T, { [-1] }>,
+        eps: f32,
+        inv_n: f32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let row = pid.0;
+        let chunks: i32 = (N + BN - 1) / BN;
+        let inv_n_t: Tile<f32, { [BR, 1] }> = broadcast_scalar(inv_n, shape![BR, 1]);
+
+        let mut sum: Tile<f32, { [BR, 1] }> = constant(0.0f32, shape![BR, 1]);
+        for j in 0i32..chunks {
+            let xt: Tile<T, { [BR, BN] }> = x.load_tile(shape![BR, BN], [row, j]);
+            let xf: Tile<f32, { [BR, BN] }> = convert_tile(xt);
+            let s: Tile<f32, { [BR] }> = reduce_sum(xf, 1);
+            sum = sum + s.reshape(shape![BR, 1]);
+        }
+        let mean: Tile<f32, { [BR, BN] }> = (sum * inv_n_t).broadcast(shape![BR, BN]);
+
+        let cols: Tile<i32, { [BN] }> = iota(shape![BN]);
+        let cols: Tile<i32, { [BR, BN] }> = cols.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
+        let n_tile: Tile<i32, { [BR, BN] }> = broadcast_scalar(N, shape![BR, BN]);
+        let zero: Tile<f32, { [BR, BN] }> = constant(0.0f32, shape![BR, BN]);
+        let mut sq: Tile<f32, { [BR, 1] }> = constant(0.0f32, shape![BR, 1]);
+        for j in 0i32..chunks {
+            let xt: Tile<T, { [BR, BN] }> = x.load_tile(shape![BR, BN], [row, j]);
+            let xf: Tile<f32, { [BR, BN] }> = convert_tile(xt);
+            let c: Tile<i32, { [BR, BN] }> = cols + broadcast_scalar(j * BN, shape![BR, BN]);
+            let d: Tile<f32, { [BR, BN] }> = select(lt_tile(c, n_tile), xf - mean, zero);
+            let s: Tile<f32, { [BR] }> = reduce_sum(d * d, 1);
+            sq = sq + s.reshape(shape![BR, 1]);
+        }
+        let var_eps: Tile<f32, { [BR, 1] }> = sq * inv_n_t + broadcast_scalar(eps, shape![BR, 1]);
+        let r: Tile<f32, { [BR, BN] }> = rsqrt(var_eps, ftz::Disabled).broadcast(shape![BR, BN]);
+
+        let mut out_part: PartitionMut<T, { [BR, BN] }> = out.partition_mut(shape![BR, BN]);
+        for j in 0i32..chunks {
+            let xt: Tile<T, { [BR, BN] }> = x.load_tile(shape![BR, BN], [row, j]);
+            let xf: Tile<f32, { [BR, BN] }> = convert_tile(xt);
+            let wt: Tile<T, { [BN] }> = w.load_tile(shape![BN], [j]);
+            let wf: Tile<f32, { [BN] }> = convert_tile(wt);
+            let wf: Tile<f32, { [BR, BN] }> = wf.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
+            let bt: Tile<T, { [BN] }> = b.load_tile(shape![BN], [j]);
+            let bf: Tile<f32, { [BN] }> = convert_tile(bt);
+            let bf: Tile<f32, { [BR, BN] }> = bf.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
+            let yt: Tile<T, { [BR, BN] }> = convert_tile((xf - mean) * r * wf + bf);
+            out_part.store(yt, [0i32, j]);
+        }
+    }
+}
+
+pub fn plan(req: &Request) -> Result<Plan, ArgError> {
+    let op = req.op.as_str();
+    let t = req.tensors_named(&["x", "w", "b", "out"])?;
+    let x = check_tensor(op, &t[0], 2, req.dtype)?;
+    expect_dim(op, "w", "length", check_tensor(op, &t[1], 1, req.dtype)?[0], x[1])?;
+    expect_dim(op, "b", "length", check_tensor(op, &t[2], 1, req.dtype)?[0], x[1])?;
+    let o = check_tensor(op, &t[3], 2, req.dtype)?;
+    expect_dim(op, "out", "dim 0", o[0], x[0])?;
+    expect_dim(op, "out", "dim 1", o[1], x[1])?;
+    check_no_alias(op, req.dtype, &t[3], &[&t[0], &t[1], &t[2]])?;
+    let eps = req.scalar("eps")?;
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(ArgError::new(op, "eps", format!("expected a finite non-negative number, got {eps}")));
+    }
+    let cfg = config::resolve(op, req.dtype, &[("M", x[0] as i64), ("N", x[1] as i64)], &req.config)?;
+    Ok(Plan { dims: x, cfg })
+}
+
+pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
+    let g = |k: &str| config::get(cfg, k).to_string();
+    vec![KernelSpec {
+        ast: kernel::__module_ast_self,
+        module: "kernel",
+        function: "layer_norm",
+        generics: vec![dtype.cutile_name().into(), g("BR"), g("BN"), dims[1].to_string()],
+        strides: vec![("out", vec![-1, 1]), ("x", vec![-1, 1]), ("w", vec![1]), ("b", vec![1])],
+    }]
+}
+
+pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
+    let t = &req.tensors;
+    let (m, n) = (plan.dims[0], plan.dims[1]);
+    let br = config::get(&plan.cfg, "BR");
+    let eps = req.scalar("eps").map_err(|e| e.to_string())? as f32;
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see runtime::borrow).
+    let (x, w, b, mut out) = unsafe {
+        (borrow::<T>(&rt.ctx, t[0].ptr, &[m, n], &[n, 1]), borrow::<T>(&rt.ctx, t[1].ptr, &[n], &[1]),
+         borrow::<T>(&rt.ctx, t[2].ptr, &[n], &[1]), borrow::<T>(&rt.ctx, t[3].ptr, &[m, n], &[n, 1]))
+    };
+    let g = specs(req.dtype, &plan.cfg, &plan.dims).remove(0).generics;
+    let op = kernel::layer_norm((&mut out).partition([br as usize, n as usize]), &x, &w, &b, eps, 1.0f32 / n as f32).generics(g);
+    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+}

@@ -1,0 +1,71 @@
+//! matmul: out (M, N) = a (M, K) @ b (K, N). One tile block per BM x BN output tile, stepping over K
+//! in BK slices with an fp32 accumulator (tensor-core mma; fp32 operands run as tf32, which the spec's
+//! tolerance allows). Loads past M, N or K read zeros, so tails in every dim need no special case.
+
+use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::config::{self, Config};
+use crate::ops::{KernelSpec, Plan, Rt};
+use crate::runtime::borrow;
+use cutile::prelude::*;
+
+#[cutile::module]
+pub mod kernel {
+    use cutile::core::*;
+
+    #[cutile::entry()]
+    pub fn matmul<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
+        out: &mut Tensor<T, { [BM, BN] }>,
+        a: &Tensor<T, { [-1, -1] }>,
+        b: &Tensor<T, { [-1, -1] }>,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let k: i32 = get_shape_dim(a.shape(), 1i32);
+        let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+        for kk in 0i32..ceil_div(k, BK) {
+            let at: Tile<T, { [BM, BK] }> = a.load_tile(shape![BM, BK], [pid.0, kk]);
+            let bt: Tile<T, { [BK, BN] }> = b.load_tile(shape![BK, BN], [kk, pid.1]);
+            acc = mma(at, bt, acc);
+        }
+        let y: Tile<T, { [BM, BN] }> = convert_tile(acc);
+        out.store(y);
+    }
+}
+
+pub fn plan(req: &Request) -> Result<Plan, ArgError> {
+    let op = req.op.as_str();
+    let t = req.tensors_named(&["a", "b", "out"])?;
+    let a = check_tensor(op, &t[0], 2, req.dtype)?;
+    let b = check_tensor(op, &t[1], 2, req.dtype)?;
+    expect_dim(op, "b", "dim 0 (K)", b[0], a[1])?;
+    let o = check_tensor(op, &t[2], 2, req.dtype)?;
+    expect_dim(op, "out", "dim 0 (M)", o[0], a[0])?;
+    expect_dim(op, "out", "dim 1 (N)", o[1], b[1])?;
+    check_no_alias(op, req.dtype, &t[2], &[&t[0], &t[1]])?;
+    let cfg = config::resolve(op, req.dtype, &[("M", a[0] as i64), ("N", b[1] as i64), ("K", a[1] as i64)], &req.config)?;
+    Ok(Plan { dims: vec![a[0], b[1], a[1]], cfg })
+}
+
+pub fn specs(dtype: DType, cfg: &Config) -> Vec<KernelSpec> {
+    let g = |k: &str| config::get(cfg, k).to_string();
+    vec![KernelSpec {
+        ast: kernel::__module_ast_self,
+        module: "kernel",
+        function: "matmul",
+        generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), g("BK")],
+        strides: vec![("out", vec![-1, 1]), ("a", vec![-1, 1]), ("b", vec![-1, 1])],
+    }]
+}
+
+pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
+    let t = &req.tensors;
+    let (m, n, k) = (plan.dims[0], plan.dims[1], plan.dims[2]);
+    let (bm, bn) = (config::get(&plan.cfg, "BM"), config::get(&plan.cfg, "BN"));
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see runtime::borrow).
+    let (a, b, mut out) = unsafe {
+        (borrow::<T>(&rt.ctx, t[0].ptr, &[m, k], &[k, 1]), borrow::<T>(&rt.ctx, t[1].ptr, &[k, n], &[n, 1]),
+         borrow::<T>(&rt.ctx, t[2].ptr, &[m, n], &[n, 1]))
+    };
+    let g = specs(req.dtype, &plan.cfg).remove(0).generics;
+    let op = kernel::matmul((&mut out).partition([bm as usize, bn as usize]), &a, &b).generics(g);
+    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+}

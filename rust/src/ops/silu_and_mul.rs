@@ -1,0 +1,73 @@
+//! silu_and_mul: out (M, H) = silu(x[:, :H]) * x[:, H:]. The two halves of x are passed as two strided
+//! views of the same memory (row stride 2H), so the kernel is a plain elementwise map over BR x BH
+//! tiles and H need not be a multiple of the tile. silu(g) = g / (1 + exp(-g)) in fp32.
+
+use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::config::{self, Config};
+use crate::ops::{KernelSpec, Plan, Rt};
+use crate::runtime::borrow;
+use cutile::prelude::*;
+
+#[cutile::module]
+pub mod kernel {
+    use cutile::core::*;
+
+    #[cutile::entry()]
+    pub fn silu_and_mul<T: ElementType, const BR: i32, const BH: i32>(
+        out: &mut Tensor<T, { [BR, BH] }>,
+        gate: &Tensor<T, { [-1, -1] }>,
+        up: &Tensor<T, { [-1, -1] }>,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let gt: Tile<T, { [BR, BH] }> = gate.load_tile(shape![BR, BH], [pid.0, pid.1]);
+        let ut: Tile<T, { [BR, BH] }> = up.load_tile(shape![BR, BH], [pid.0, pid.1]);
+        let g: Tile<f32, { [BR, BH] }> = convert_tile(gt);
+        let u: Tile<f32, { [BR, BH] }> = convert_tile(ut);
+        let one: Tile<f32, { [BR, BH] }> = constant(1.0f32, shape![BR, BH]);
+        let silu: Tile<f32, { [BR, BH] }> = true_div(g, one + exp(negf(g)));
+        let y: Tile<T, { [BR, BH] }> = convert_tile(silu * u);
+        out.store(y);
+    }
+}
+
+pub fn plan(req: &Request) -> Result<Plan, ArgError> {
+    let op = req.op.as_str();
+    let t = req.tensors_named(&["x", "out"])?;
+    let x = check_tensor(op, &t[0], 2, req.dtype)?;
+    if x[1] % 2 != 0 {
+        return Err(ArgError::new(op, "x", format!("last dim {} must be even (2*H)", x[1])));
+    }
+    let h = x[1] / 2;
+    let o = check_tensor(op, &t[1], 2, req.dtype)?;
+    expect_dim(op, "out", "dim 0", o[0], x[0])?;
+    expect_dim(op, "out", "dim 1", o[1], h)?;
+    check_no_alias(op, req.dtype, &t[1], &[&t[0]])?;
+    let cfg = config::resolve(op, req.dtype, &[("M", x[0] as i64), ("H", h as i64)], &req.config)?;
+    Ok(Plan { dims: vec![x[0], h], cfg })
+}
+
+pub fn specs(dtype: DType, cfg: &Config) -> Vec<KernelSpec> {
+    let g = |k: &str| config::get(cfg, k).to_string();
+    vec![KernelSpec {
+        ast: kernel::__module_ast_self,
+        module: "kernel",
+        function: "silu_and_mul",
+        generics: vec![dtype.cutile_name().into(), g("BR"), g("BH")],
+        strides: vec![("out", vec![-1, 1]), ("gate", vec![-1, 1]), ("up", vec![-1, 1])],
+    }]
+}
+
+pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
+    let t = &req.tensors;
+    let (m, h) = (plan.dims[0], plan.dims[1]);
+    let (br, bh) = (config::get(&plan.cfg, "BR"), config::get(&plan.cfg, "BH"));
+    let up_ptr = t[0].ptr + (h as u64) * req.dtype.size() as u64;
+    // SAFETY: gate and up are the two halves of the validated x (row stride 2H); out is validated.
+    let (gate, up, mut out) = unsafe {
+        (borrow::<T>(&rt.ctx, t[0].ptr, &[m, h], &[2 * h, 1]), borrow::<T>(&rt.ctx, up_ptr, &[m, h], &[2 * h, 1]),
+         borrow::<T>(&rt.ctx, t[1].ptr, &[m, h], &[h, 1]))
+    };
+    let g = specs(req.dtype, &plan.cfg).remove(0).generics;
+    let op = kernel::silu_and_mul((&mut out).partition([br as usize, bh as usize]), &gate, &up).generics(g);
+    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+}

@@ -1,0 +1,58 @@
+//! transpose: out (N, M) = x (M, N)^T. Each tile block loads a BM x BN tile of x and stores its
+//! transpose as the BN x BM tile of out; edge tiles are clipped by the partition on both sides.
+
+use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::config::{self, Config};
+use crate::ops::{KernelSpec, Plan, Rt};
+use crate::runtime::borrow;
+use cutile::prelude::*;
+
+#[cutile::module]
+pub mod kernel {
+    use cutile::core::*;
+
+    #[cutile::entry()]
+    pub fn transpose<T: ElementType, const BM: i32, const BN: i32>(
+        out: &mut Tensor<T, { [BN, BM] }>,
+        x: &Tensor<T, { [-1, -1] }>,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        // out tile (pid.0, pid.1) is the transpose of x tile (pid.1, pid.0).
+        let tx: Tile<T, { [BM, BN] }> = x.load_tile(shape![BM, BN], [pid.1, pid.0]);
+        let tt: Tile<T, { [BN, BM] }> = tx.transpose();
+        out.store(tt);
+    }
+}
+
+pub fn plan(req: &Request) -> Result<Plan, ArgError> {
+    let op = req.op.as_str();
+    let t = req.tensors_named(&["x", "out"])?;
+    let x = check_tensor(op, &t[0], 2, req.dtype)?;
+    let o = check_tensor(op, &t[1], 2, req.dtype)?;
+    expect_dim(op, "out", "dim 0", o[0], x[1])?;
+    expect_dim(op, "out", "dim 1", o[1], x[0])?;
+    check_no_alias(op, req.dtype, &t[1], &[&t[0]])?;
+    let cfg = config::resolve(op, req.dtype, &[("M", x[0] as i64), ("N", x[1] as i64)], &req.config)?;
+    Ok(Plan { dims: x, cfg })
+}
+
+pub fn specs(dtype: DType, cfg: &Config) -> Vec<KernelSpec> {
+    vec![KernelSpec {
+        ast: kernel::__module_ast_self,
+        module: "kernel",
+        function: "transpose",
+        generics: vec![dtype.cutile_name().into(), config::get(cfg, "BM").to_string(), config::get(cfg, "BN").to_string()],
+        strides: vec![("out", vec![-1, 1]), ("x", vec![-1, 1])],
+    }]
+}
+
+pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
+    let t = &req.tensors;
+    let (m, n) = (plan.dims[0], plan.dims[1]);
+    let (bm, bn) = (config::get(&plan.cfg, "BM"), config::get(&plan.cfg, "BN"));
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see runtime::borrow).
+    let (x, mut out) = unsafe { (borrow::<T>(&rt.ctx, t[0].ptr, &[m, n], &[n, 1]), borrow::<T>(&rt.ctx, t[1].ptr, &[n, m], &[m, 1])) };
+    let g = specs(req.dtype, &plan.cfg).remove(0).generics;
+    let op = kernel::transpose((&mut out).partition([bn as usize, bm as usize]), &x).generics(g);
+    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+}

@@ -1,0 +1,61 @@
+//! vector_add: out = a + b over a flat vector, one BLOCK-element tile per tile block.
+//! The tail tile is handled by the partition: loads past the end read padding, stores past it drop.
+
+use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, Request};
+use crate::config::{self, Config};
+use crate::ops::{KernelSpec, Plan, Rt};
+use crate::runtime::borrow;
+use cutile::prelude::*;
+
+#[cutile::module]
+pub mod kernel {
+    use cutile::core::*;
+
+    #[cutile::entry()]
+    pub fn vector_add<T: ElementType, const BLOCK: i32>(
+        out: &mut Tensor<T, { [BLOCK] }>,
+        a: &Tensor<T, { [-1] }>,
+        b: &Tensor<T, { [-1] }>,
+    ) {
+        let ta: Tile<T, { [BLOCK] }> = a.load_tile_like(out);
+        let tb: Tile<T, { [BLOCK] }> = b.load_tile_like(out);
+        // One correctly rounded add per element: the same result as computing in fp32 and rounding.
+        out.store(ta + tb);
+    }
+}
+
+pub fn plan(req: &Request) -> Result<Plan, ArgError> {
+    let op = req.op.as_str();
+    let t = req.tensors_named(&["a", "b", "out"])?;
+    let n = check_tensor(op, &t[0], 1, req.dtype)?[0];
+    expect_dim(op, "b", "length", check_tensor(op, &t[1], 1, req.dtype)?[0], n)?;
+    expect_dim(op, "out", "length", check_tensor(op, &t[2], 1, req.dtype)?[0], n)?;
+    check_no_alias(op, req.dtype, &t[2], &[&t[0], &t[1]])?;
+    let cfg = config::resolve(op, req.dtype, &[("N", n as i64)], &req.config)?;
+    Ok(Plan { dims: vec![n], cfg })
+}
+
+pub fn specs(dtype: crate::args::DType, cfg: &Config) -> Vec<KernelSpec> {
+    vec![KernelSpec {
+        ast: kernel::__module_ast_self,
+        module: "kernel",
+        function: "vector_add",
+        generics: vec![dtype.cutile_name().into(), config::get(cfg, "BLOCK").to_string()],
+        strides: vec![("out", vec![1]), ("a", vec![1]), ("b", vec![1])],
+    }]
+}
+
+pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
+    let t = &req.tensors;
+    let n = plan.dims[0];
+    let block = config::get(&plan.cfg, "BLOCK");
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device, alive for the stream's work.
+    let (a, b, mut out) = unsafe {
+        (borrow::<T>(&rt.ctx, t[0].ptr, &[n], &[1]), borrow::<T>(&rt.ctx, t[1].ptr, &[n], &[1]),
+         borrow::<T>(&rt.ctx, t[2].ptr, &[n], &[1]))
+    };
+    let spec = &specs(req.dtype, &plan.cfg)[0];
+    let op = kernel::vector_add((&mut out).partition([block as usize]), &a, &b).generics(spec.generics.clone());
+    // SAFETY: no host sync by contract; torch orders and keeps alive the memory on this stream.
+    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+}

@@ -1,0 +1,156 @@
+//! The PyO3 module `tilerosetta_cutile_rs` (built by maturin with feature "python").
+//!
+//! Python passes plain integers and strings (see python/tilerosetta/backends/cutile_rs.py); bad
+//! arguments raise ValueError naming op and argument, cuTile-rs / CUDA failures raise RuntimeError.
+
+use std::collections::HashMap;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::args::{ArgError, DType, Request, TensorArg};
+use crate::ops::{self, LaunchError};
+use crate::{compile, config};
+
+type PyTensor = (String, u64, Vec<i64>, Vec<i64>);
+
+fn value_error(e: ArgError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn request(
+    op: &str,
+    dtype: &str,
+    device: i32,
+    stream: u64,
+    tensors: Vec<PyTensor>,
+    scalars: HashMap<String, f64>,
+    config: HashMap<String, i64>,
+) -> PyResult<Request> {
+    let mut scalars: Vec<(String, f64)> = scalars.into_iter().collect();
+    scalars.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut config: Vec<(String, i64)> = config.into_iter().collect();
+    config.sort();
+    Ok(Request {
+        op: op.to_string(),
+        dtype: DType::parse(op, dtype).map_err(value_error)?,
+        device,
+        stream,
+        tensors: tensors.into_iter().map(|(n, p, s, st)| TensorArg::new(&n, p, &s, &st)).collect(),
+        scalars,
+        config,
+    })
+}
+
+/// Validates and launches one op on `stream` (torch's current stream handle); does not synchronise.
+#[pyfunction]
+#[pyo3(signature = (op, dtype, device, stream, tensors, scalars, config))]
+fn launch(
+    op: &str,
+    dtype: &str,
+    device: i32,
+    stream: u64,
+    tensors: Vec<PyTensor>,
+    scalars: HashMap<String, f64>,
+    config: HashMap<String, i64>,
+) -> PyResult<()> {
+    let req = request(op, dtype, device, stream, tensors, scalars, config)?;
+    ops::launch(&req).map_err(|e| match e {
+        LaunchError::Arg(a) => value_error(a),
+        LaunchError::Runtime(m) => PyRuntimeError::new_err(m),
+    })
+}
+
+/// Validation only (no CUDA call): returns the resolved tile configuration. Lets CPU-only tests check
+/// the argument checks of the real extension.
+#[pyfunction]
+#[pyo3(signature = (op, dtype, device, stream, tensors, scalars, config))]
+fn validate(
+    op: &str,
+    dtype: &str,
+    device: i32,
+    stream: u64,
+    tensors: Vec<PyTensor>,
+    scalars: HashMap<String, f64>,
+    config: HashMap<String, i64>,
+) -> PyResult<HashMap<String, i64>> {
+    let req = request(op, dtype, device, stream, tensors, scalars, config)?;
+    let plan = ops::plan(&req).map_err(value_error)?;
+    Ok(plan.cfg.iter().map(|(k, v)| (k.to_string(), *v)).collect())
+}
+
+#[pyfunction]
+fn ops_implemented() -> Vec<&'static str> {
+    ops::OPS.to_vec()
+}
+
+#[pyfunction]
+fn default_config(op: &str, dtype: &str, dims: HashMap<String, i64>) -> PyResult<HashMap<String, i64>> {
+    let dtype = DType::parse(op, dtype).map_err(value_error)?;
+    let dims: Vec<(&str, i64)> = dims.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    Ok(config::default_config(op, dtype, &dims).into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+#[pyfunction]
+fn config_space(op: &str, dtype: &str) -> PyResult<Vec<HashMap<String, i64>>> {
+    let dtype = DType::parse(op, dtype).map_err(value_error)?;
+    Ok(config::config_space(op, dtype).into_iter().map(|c| c.into_iter().map(|(k, v)| (k.to_string(), v)).collect()).collect())
+}
+
+/// Compiles an op's kernels without a GPU: Tile IR bytecode for `arch`, assembled by tileiras when
+/// `assemble` is true. Returns the byte sizes (bytecode or cubin) per kernel. `dims` as in
+/// ops::specs, e.g. [M, N] for row ops, [B, H, S, D, causal] for attention.
+#[pyfunction]
+#[pyo3(signature = (op, dtype, dims, config=HashMap::new(), arch="sm_90", assemble=true))]
+fn compile_only(
+    op: &str,
+    dtype: &str,
+    dims: Vec<i32>,
+    config: HashMap<String, i64>,
+    arch: &str,
+    assemble: bool,
+) -> PyResult<Vec<usize>> {
+    let dt = DType::parse(op, dtype).map_err(value_error)?;
+    let given: Vec<(String, i64)> = config.into_iter().collect();
+    let cfg = config::resolve(op, dt, &[], &given).map_err(value_error)?;
+    let specs = ops::specs(op, dt, &cfg, &dims);
+    if specs.is_empty() {
+        return Err(PyValueError::new_err(format!("cutile_rs.{op}: argument 'op': unknown op")));
+    }
+    let arch = arch.to_string();
+    let op = op.to_string();
+    // The cuTile-rs compiler recurses deeply: run it on a thread with a large stack.
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || {
+            specs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let bc = compile::bytecode(s, &arch)?;
+                    if assemble { compile::assemble(&bc, &arch, &format!("{op}_{i}")) } else { Ok(bc.len()) }
+                })
+                .collect::<Result<Vec<usize>, String>>()
+        })
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?
+        .join()
+        .map_err(|_| PyRuntimeError::new_err("compile thread panicked"))?
+        .map_err(PyRuntimeError::new_err)
+}
+
+#[pyfunction]
+fn versions() -> HashMap<&'static str, &'static str> {
+    HashMap::from([("tilerosetta_cutile_rs", env!("CARGO_PKG_VERSION")), ("cutile", "0.5.0"), ("pyo3", "0.30")])
+}
+
+#[pymodule]
+fn tilerosetta_cutile_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(launch, m)?)?;
+    m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(ops_implemented, m)?)?;
+    m.add_function(wrap_pyfunction!(default_config, m)?)?;
+    m.add_function(wrap_pyfunction!(config_space, m)?)?;
+    m.add_function(wrap_pyfunction!(compile_only, m)?)?;
+    m.add_function(wrap_pyfunction!(versions, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,113 @@
+//! Argument validation and configuration, all without a GPU: every refusal names op and argument.
+
+use tilerosetta_cutile_rs::args::{check_tensor, contiguous_strides, ArgError, DType, Request, TensorArg};
+use tilerosetta_cutile_rs::config;
+use tilerosetta_cutile_rs::ops;
+
+fn t(name: &str, ptr: u64, shape: &[i64]) -> TensorArg {
+    TensorArg::new(name, ptr, shape, &contiguous_strides(shape))
+}
+
+fn req(op: &str, dtype: DType, tensors: Vec<TensorArg>) -> Request {
+    Request { op: op.into(), dtype, device: 0, stream: 0, tensors, scalars: vec![], config: vec![] }
+}
+
+fn err(r: &Request) -> ArgError {
+    ops::plan(r).expect_err("expected a validation error")
+}
+
+#[test]
+fn dtype_names() {
+    assert_eq!(DType::parse("x", "fp16").unwrap(), DType::F16);
+    assert_eq!(DType::parse("x", "bf16").unwrap().cutile_name(), "bf16");
+    let e = DType::parse("vector_add", "fp64").unwrap_err();
+    assert_eq!((e.op.as_str(), e.arg.as_str()), ("vector_add", "dtype"));
+    assert!(e.to_string().contains("cutile_rs.vector_add: argument 'dtype'"), "{e}");
+}
+
+#[test]
+fn strides_are_row_major() {
+    assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
+    assert_eq!(contiguous_strides(&[5]), vec![1]);
+}
+
+#[test]
+fn tensor_checks_name_the_argument() {
+    let ok = t("x", 256, &[3, 4]);
+    assert_eq!(check_tensor("softmax", &ok, 2, DType::F32).unwrap(), vec![3, 4]);
+    let cases: Vec<(TensorArg, &str)> = vec![
+        (t("x", 256, &[12]), "rank"),
+        (t("x", 0, &[3, 4]), "null"),
+        (t("x", 258, &[3, 4]), "aligned"),
+        (t("x", 256, &[3, 0]), "positive"),
+        (TensorArg::new("x", 256, &[3, 4], &[1, 3]), "contiguous"),
+        (t("x", 256, &[1 << 16, 1 << 16]), "2^31"),
+    ];
+    for (arg, want) in cases {
+        let e = check_tensor("softmax", &arg, 2, DType::F32).unwrap_err();
+        assert_eq!(e.arg, "x");
+        assert!(e.message.contains(want), "{want}: {}", e.message);
+    }
+}
+
+#[test]
+fn vector_add_plan() {
+    let r = req("vector_add", DType::F16, vec![t("a", 256, &[1000]), t("b", 8192, &[1000]), t("out", 65536, &[1000])]);
+    let p = ops::plan(&r).unwrap();
+    assert_eq!(p.dims, vec![1000]);
+    assert_eq!(config::get(&p.cfg, "BLOCK"), 1024);
+
+    let bad = req("vector_add", DType::F16, vec![t("a", 256, &[1000]), t("b", 8192, &[999]), t("out", 65536, &[1000])]);
+    let e = err(&bad);
+    assert_eq!(e.arg, "b");
+
+    let alias = req("vector_add", DType::F32, vec![t("a", 256, &[1000]), t("b", 8192, &[1000]), t("out", 256, &[1000])]);
+    let e = err(&alias);
+    assert_eq!(e.arg, "out");
+
+    let missing = req("vector_add", DType::F32, vec![t("a", 256, &[1000]), t("b", 8192, &[1000])]);
+    assert_eq!(err(&missing).arg, "tensors");
+
+    let mut neg = r.clone();
+    neg.device = -1;
+    assert_eq!(err(&neg).arg, "device");
+}
+
+#[test]
+fn config_overrides_are_checked() {
+    let base = req("vector_add", DType::F32, vec![t("a", 256, &[10]), t("b", 8192, &[10]), t("out", 65536, &[10])]);
+    let mut r = base.clone();
+    r.config = vec![("BLOCK".into(), 256)];
+    assert_eq!(config::get(&ops::plan(&r).unwrap().cfg, "BLOCK"), 256);
+    for (name, value, want) in [("BLOCK", 100, "power of two"), ("BLOCK", 8192, "power of two"), ("TILE", 64, "unknown")] {
+        let mut r = base.clone();
+        r.config = vec![(name.into(), value)];
+        let e = err(&r);
+        assert_eq!((e.op.as_str(), e.arg.as_str()), ("vector_add", "config"));
+        assert!(e.message.contains(want), "{}", e.message);
+    }
+}
+
+#[test]
+fn unknown_op_is_refused() {
+    let e = err(&req("conv2d", DType::F32, vec![]));
+    assert_eq!(e.arg, "op");
+}
+
+#[test]
+fn default_tables_cover_every_op_and_are_in_their_space() {
+    for op in ops::OPS {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            let names: Vec<&str> = config::default_config(op, dtype, &[]).iter().map(|(k, _)| *k).collect();
+            assert_eq!(names, config::param_names(op), "{op}");
+            for cfg in config::config_space(op, dtype) {
+                let keys: Vec<&str> = cfg.iter().map(|(k, _)| *k).collect();
+                assert_eq!(keys, config::param_names(op), "{op}");
+                assert!(cfg.iter().all(|(_, v)| *v > 0 && v & (v - 1) == 0), "{op}: {cfg:?}");
+            }
+        }
+    }
+    // Row kernels never load a chunk wider than the row needs.
+    let cfg = config::default_config("softmax", DType::F32, &[("N", 7)]);
+    assert_eq!(config::get(&cfg, "BN"), 8);
+}

@@ -1,0 +1,132 @@
+//! Every kernel, every dtype, default and edge configurations: Tile IR generation (no GPU) and
+//! assembly to an sm_90 cubin with the pinned tileiras (no GPU either). What cannot run here is the
+//! launch itself; that is the Python conformance suite's job on the H200.
+
+use tilerosetta_cutile_rs::args::DType;
+use tilerosetta_cutile_rs::compile::{assemble, bytecode};
+use tilerosetta_cutile_rs::config;
+use tilerosetta_cutile_rs::ops::{self, OPS};
+
+const ARCH: &str = "sm_90";
+
+/// The cuTile-rs compiler recurses deeply; its own tests use 8 MB stacks.
+fn with_stack<F: FnOnce() + Send + 'static>(f: F) {
+    std::thread::Builder::new().stack_size(16 << 20).spawn(f).unwrap().join().unwrap();
+}
+
+/// Representative dims per op (the tables depend on some: row width, head dim).
+fn dims_for(op: &str) -> Vec<(&'static str, i64)> {
+    match op {
+        "softmax" | "rms_norm" | "layer_norm" => vec![("M", 17), ("N", 4099)],
+        "silu_and_mul" => vec![("M", 17), ("H", 129)],
+        "rope" => vec![("B", 1), ("H", 2), ("S", 17), ("D", 64)],
+        "attention" => vec![("B", 1), ("H", 2), ("S", 129), ("D", 128)],
+        _ => vec![("M", 127), ("N", 129), ("K", 131)],
+    }
+}
+
+fn dtypes_for(op: &str) -> Vec<DType> {
+    if op == "attention" { vec![DType::F16, DType::BF16] } else { vec![DType::F32, DType::F16, DType::BF16] }
+}
+
+fn dims_i32(op: &str) -> Vec<i32> {
+    dims_for(op).iter().map(|(_, v)| *v as i32).collect()
+}
+
+fn compile_all(op: &'static str, cfg_of: impl Fn(DType) -> config::Config + Send + 'static) {
+    with_stack(move || {
+        let mut failures = vec![];
+        let mut count = 0;
+        for dtype in dtypes_for(op) {
+            let cfg = cfg_of(dtype);
+            let specs = ops::specs(op, dtype, &cfg, &dims_i32(op));
+            assert!(!specs.is_empty(), "{op}: no kernel specs");
+            for spec in specs {
+                let tag = format!("{op}_{}_{}_{}", dtype.name(), spec.function, count);
+                count += 1;
+                match bytecode(&spec, ARCH).and_then(|bc| {
+                    assert_eq!(&bc[..8], b"\x7fTileIR\x00", "{tag}: not Tile IR bytecode");
+                    assemble(&bc, ARCH, &tag)
+                }) {
+                    Ok(size) => assert!(size > 0, "{tag}: empty cubin"),
+                    Err(e) => failures.push(e),
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{op}: {} of {count} specialisations failed:\n{}", failures.len(), failures.join("\n"));
+    });
+}
+
+fn default_cfg(op: &'static str) -> impl Fn(DType) -> config::Config {
+    move |dtype| config::default_config(op, dtype, &dims_for(op))
+}
+
+#[test]
+fn every_op_has_specs() {
+    for op in OPS {
+        for dtype in dtypes_for(op) {
+            let cfg = config::default_config(op, dtype, &dims_for(op));
+            assert!(!ops::specs(op, dtype, &cfg, &dims_i32(op)).is_empty(), "{op} {dtype:?}");
+        }
+    }
+}
+
+macro_rules! compile_tests {
+    ($($name:ident => $op:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                if !OPS.contains(&$op) {
+                    panic!("{} is not in ops::OPS", $op);
+                }
+                compile_all($op, default_cfg($op));
+            }
+        )*
+    };
+}
+
+compile_tests! {
+    vector_add_compiles_for_sm90 => "vector_add",
+    transpose_compiles_for_sm90 => "transpose",
+    softmax_compiles_for_sm90 => "softmax",
+    rms_norm_compiles_for_sm90 => "rms_norm",
+    layer_norm_compiles_for_sm90 => "layer_norm",
+    silu_and_mul_compiles_for_sm90 => "silu_and_mul",
+    rope_compiles_for_sm90 => "rope",
+    matmul_compiles_for_sm90 => "matmul",
+    bmm_compiles_for_sm90 => "bmm",
+    attention_compiles_for_sm90 => "attention",
+}
+
+/// The smallest and largest entries of each op's sweep space compile too (a sweep must not find
+/// compile failures only on the GPU).
+#[test]
+fn sweep_extremes_compile_for_sm90() {
+    for op in OPS {
+        for dtype in dtypes_for(op) {
+            let space = config::config_space(op, dtype);
+            assert!(!space.is_empty(), "{op}: empty config space");
+            for cfg in [space.first().unwrap().clone(), space.last().unwrap().clone()] {
+                let op: &'static str = op;
+                compile_all_one(op, dtype, cfg);
+            }
+        }
+    }
+}
+
+fn compile_all_one(op: &'static str, dtype: DType, cfg: config::Config) {
+    with_stack(move || {
+        for spec in ops::specs(op, dtype, &cfg, &dims_i32(op)) {
+            let tag = format!("{op}_{}_{}_sweep", dtype.name(), spec.function);
+            let bc = bytecode(&spec, ARCH).unwrap_or_else(|e| panic!("{tag} {cfg:?}: {e}"));
+            assemble(&bc, ARCH, &tag).unwrap_or_else(|e| panic!("{tag} {cfg:?}: {e}"));
+        }
+    });
+}
+
+/// The assembly step really checks its input: garbage is refused with tileiras' message.
+#[test]
+fn tileiras_rejects_garbage() {
+    let err = assemble(b"not tile ir bytecode", ARCH, "garbage").expect_err("tileiras accepted garbage");
+    assert!(err.contains("tileiras"), "{err}");
+}
