@@ -74,6 +74,19 @@ class Backend:
         """The configuration an ordinary call uses (from the backend's committed table or its fallback)."""
         return {}
 
+    def tuned_config(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any] | None:
+        """The committed sweep result (tilerosetta/tuned_configs.json) for op/dtype, this GPU's arch and the
+        size class of dims, or None. Backends merge it over their own fallback table in default_config."""
+        if self.device_type != "cuda":
+            return None
+        from tilerosetta import tuning
+
+        if not hasattr(self, "_arch"):
+            from tilerosetta import toolchain
+
+            self._arch = toolchain.device_arch()
+        return tuning.lookup(self.name, op, dtype, self._arch, dims)
+
     def set_config(self, op: str, dtype: torch.dtype, config: dict[str, Any] | None) -> None:
         """Force a configuration for later calls of op/dtype (None restores the default). Sweeps use this."""
         if config:

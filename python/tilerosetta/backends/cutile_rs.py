@@ -20,7 +20,7 @@ import torch
 
 from tilerosetta import toolchain
 from tilerosetta.backends.base import Backend
-from tilerosetta.specs import OP_NAMES
+from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
 
 MODULE = "tilerosetta_cutile_rs"
@@ -101,7 +101,10 @@ class CuTileRsBackend(Backend):
         device = tensors[0].device.index if tensors[0].device.type == "cuda" else 0
         stream = torch.cuda.current_stream(tensors[0].device).cuda_stream if tensors[0].is_cuda else 0
         arrays = [(n, t.data_ptr(), list(t.shape), list(t.stride())) for n, t in zip(names, tensors)]
-        config = dict(self._overrides.get((op, dtype), {}))
+        config = self._overrides.get((op, dtype))
+        if config is None:  # the committed sweep result, if any; else the crate's own table decides
+            config = self.tuned_config(op, dtype, get_spec(op).dims_of(tensors)) or {}
+        config = dict(config)
         return (op, dtype_name(dtype), device if device is not None else 0, stream, arrays, scalars, config)
 
     def _make(self, op: str) -> Callable:
@@ -135,6 +138,9 @@ class CuTileRsBackend(Backend):
     def default_config(self, op, dtype, dims):
         if self._mod is None:
             return {}
+        tuned = self.tuned_config(op, dtype, dims)
+        if tuned:
+            return dict(tuned)
         return self._mod.default_config(op, dtype_name(dtype), {k: int(v) for k, v in dims.items()})
 
     def set_config(self, op, dtype, config):

@@ -72,7 +72,7 @@ class TritonBackend(Backend):
         n_in = len(spec.inputs) + len(spec.outputs)
 
         def fn(*tensors, **params):
-            dims = _dims(spec, tensors[:n_in])
+            dims = spec.dims_of(tensors[:n_in])
             cfg = self.config_for(op, tensors[0].dtype, dims)
             return launch(*tensors, cfg=cfg, **spec.full_params(params))
 
@@ -82,7 +82,7 @@ class TritonBackend(Backend):
     # ---- tuning -----------------------------------------------------------------------------
     def config_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
         """What a call uses: the default for these dims, with any forced keys (set_config) on top."""
-        cfg = config.default(op, dtype, dims, INTERPRET)
+        cfg = self.default_config(op, dtype, dims)
         cfg.update(self._forced.get((op, dtype), {}))
         return cfg
 
@@ -91,8 +91,11 @@ class TritonBackend(Backend):
         return config.space(op, dtype)
 
     def default_config(self, op, dtype, dims):
+        """config.py's table, with the committed sweep result for this GPU and size class on top."""
         get_spec(op)
-        return config.default(op, dtype, dims, INTERPRET)
+        cfg = config.default(op, dtype, dims, INTERPRET)
+        cfg.update(self.tuned_config(op, dtype, dims) or {})
+        return cfg
 
     def set_config(self, op, dtype, cfg):
         get_spec(op)
@@ -108,12 +111,3 @@ class TritonBackend(Backend):
             v["triton_mode"] = "interpreter"
         return v
 
-
-def _dims(spec, tensors) -> dict[str, int]:
-    """Bind the spec's plain dimension symbols from already validated tensors (for size classes)."""
-    dims: dict[str, int] = {}
-    for shape, t in zip(list(spec.inputs.values()) + list(spec.outputs.values()), tensors):
-        for sym, extent in zip(shape, t.shape):
-            if sym.isidentifier():
-                dims.setdefault(sym, int(extent))
-    return dims

@@ -138,6 +138,15 @@ class OpSpec:
         shapes = self.shapes(case)
         return {n: torch.full(shapes[n], poison, dtype=dtype, device=device) for n in self.outputs}
 
+    def dims_of(self, tensors) -> dict[str, int]:
+        """Plain dimension symbols bound from already validated tensors, in call order (no checks)."""
+        dims: dict[str, int] = {}
+        for shape, t in zip(list(self.inputs.values()) + list(self.outputs.values()), tensors):
+            for sym, extent in zip(shape, t.shape):
+                if sym.isidentifier():
+                    dims.setdefault(sym, int(extent))
+        return dims
+
     # ---- validation shared by every backend ----------------------------------------------------
     def validate(self, backend: str, device_type: str, tensors: dict[str, Any], params: dict[str, Any],
                  dtypes: tuple[torch.dtype, ...] | None = None) -> dict[str, int]:
