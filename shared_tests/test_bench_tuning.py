@@ -16,6 +16,10 @@ def test_size_class():
     assert tuning.size_class({"M": 4096, "H": 14336}) == "le16384"
     assert tuning.size_class({"N": 4097}) == "le8192"
     assert tuning.size_class({"N": 1}) == "le1"
+    att = {"B": 4, "H": 32, "S": 4096, "D": 128}
+    assert tuning.size_class(att, "attention") == "le4096_D128"
+    assert tuning.size_class({**att, "D": 64}, "attention") == "le4096_D64"
+    assert tuning.size_class({"M": 4096, "N": 4096, "K": 4096}, "matmul") == "le4096"
     with pytest.raises(ValueError):
         tuning.size_class({})
 
@@ -98,3 +102,14 @@ def test_sweep_cli_without_gpu(capsys):
     assert cli.main(["sweep", "--op", "matmul", "--backend", "torch"]) == 2
     assert "no CUDA GPU" in capsys.readouterr().out
     assert cli.main(["sweep", "--op", "matmul", "--backend", "torch", "--allow-cpu", "--write-best"]) == 2
+
+
+def test_spread_keeps_ends_and_count():
+    from tilerosetta.bench.sweep import spread
+
+    space = [{"i": i} for i in range(122)]
+    picked = spread(space, 8)
+    assert len(picked) == 8 and picked[0] == space[0] and picked[-1] == space[-1]
+    assert len({p["i"] for p in picked}) == 8
+    assert spread(space[:5], 8) == space[:5]
+    assert spread(space, None) == space

@@ -1,24 +1,50 @@
 #!/usr/bin/env bash
-# One GPU session in one call: doctor, the conformance suite for every backend, then the benchmark.
-# Usage: tools/gpu-session.sh OUTDIR [test-backends] [bench args...]
-# Expects gpu-bundle/ next to the checkout (make gpu-bundle). Writes logs and results into OUTDIR.
+# One GPU session in one call (what a lease of a few minutes allows):
+#   1. machine facts and `tilerosetta doctor`
+#   2. the conformance suite for every backend, in parallel workers (correctness does not need a quiet GPU),
+#      then the benchmark's own GPU tests alone (they measure ceilings)
+#   3. tile-size sweeps that write the best configuration into tuned_configs.json ($SWEEPS)
+#   4. the benchmark, which then uses the tuned table
+# Usage: tools/gpu-session.sh OUTDIR   (needs gpu-bundle/ from `make gpu-bundle`)
+# Env: BACKENDS (default: all that run), SWEEPS ("backend:op:dtype:size ..."), MAX_CONFIGS (8),
+#      BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (16), per-step time limits T_SUITE, T_SWEEPS, T_BENCH (s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?OUTDIR}; shift
-backends=${1:-torch,cutile_py,triton,tile_cpp,cutile_rs}; shift || true
+out=${1:?OUTDIR}
+backends=${BACKENDS:-torch,cutile_py,triton,tile_cpp,cutile_rs}
 mkdir -p "$out"
 export LOGDIR="$out"
+t0=$(date +%s)
+stamp() { echo "== $1: $(( $(date +%s) - t0 )) s"; }
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   echo "CUDA_HOME=${CUDA_HOME:-unset}"
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
-} 2>&1 | tee "$out/machine.txt"
-t0=$(date +%s)
-gpu-bundle/run.sh doctor 2>&1 | tee -a "$out/machine.txt"
-echo "== unpack+doctor: $(( $(date +%s) - t0 )) s"
-gpu-bundle/run.sh test --backend "$backends" --junitxml="$out/junit.xml" -p no:randomly
-echo "== suite done: $(( $(date +%s) - t0 )) s"
+  gpu-bundle/run.sh doctor
+} > "$out/machine.txt" 2>&1
+stamp "unpack+doctor"
+timeout "${T_SUITE:-240}" gpu-bundle/run.sh test --backend "$backends" -n "${SUITE_WORKERS:-16}" \
+  --ignore=shared_tests/test_bench_gpu.py --junitxml="$out/junit.xml" | tail -25
+stamp "suite"
+timeout 120 gpu-bundle/run.sh shell python3 -m pytest shared_tests/test_bench_gpu.py -q -rs -p no:cacheprovider \
+  > "$out/extra.log" 2>&1; tail -3 "$out/extra.log"
+stamp "bench self-tests"
+if [ -n "${SWEEPS:-}" ]; then
+  sweeps=$(mktemp -d)
+  end=$(( $(date +%s) + ${T_SWEEPS:-240} ))
+  for s in $SWEEPS; do
+    IFS=: read -r b op dt size <<< "$s"
+    left=$(( end - $(date +%s) )); [ $left -gt 10 ] || { echo "sweep budget spent: skipped $s" | tee -a "$out/extra.log"; continue; }
+    timeout $left gpu-bundle/run.sh shell python3 -m tilerosetta sweep --backend "$b" --op "$op" --dtype "$dt" \
+      --size "$size" --max-configs "${MAX_CONFIGS:-8}" --write-best --out-dir "$sweeps" >> "$out/extra.log" 2>&1 \
+      || echo "sweep $s: exit $?" | tee -a "$out/extra.log"
+    grep "tuned_configs.json:" "$out/extra.log" | tail -1
+  done
+  tar -C "$sweeps" -czf "$out/sweeps.tar.gz" .
+  cp python/tilerosetta/tuned_configs.json "$out/"
+  stamp "sweeps"
+fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  gpu-bundle/run.sh bench --out "$out" "$@"
-  echo "== bench done: $(( $(date +%s) - t0 )) s"
+  timeout "${T_BENCH:-240}" gpu-bundle/run.sh bench --out "$out" ${BENCH_ARGS:-} | tail -8
+  stamp "bench"
 fi

@@ -33,14 +33,23 @@ def _dtype(dtype) -> str:
     return dtype_name(dtype)
 
 
-def size_class(dims: dict[str, int]) -> str:
-    """'le<P>' with P the smallest power of two >= the largest dim (at least 1)."""
+def size_class(dims: dict[str, int], op: str | None = None) -> str:
+    """'le<P>' with P the smallest power of two >= the largest dim (at least 1), followed by the value of
+    every structural dim of the op (the spec's dim_choices, e.g. attention's head dim: 'le4096_D128'),
+    since the best tiles for D=64 and D=128 differ even at the same sequence length."""
     if not dims:
         raise ValueError("size_class of a case without dims")
     largest = max(int(v) for v in dims.values())
     if largest < 1:
         raise ValueError(f"size_class: dims must be positive, got {dims}")
-    return f"le{1 << (largest - 1).bit_length()}"
+    cls = f"le{1 << (largest - 1).bit_length()}"
+    if op:
+        from tilerosetta.specs import get_spec
+
+        for k in get_spec(op).dim_choices:
+            if k in dims and k != "S":  # S only varies the random tests, it is not structural
+                cls += f"_{k}{int(dims[k])}"
+    return cls
 
 
 def empty_table() -> dict:
@@ -69,7 +78,7 @@ def lookup(backend: str, op: str, dtype, arch: str | None, dims: dict[str, int],
     if not arch or not dims:
         return None
     entry = (load_table(path)["entries"].get(backend, {}).get(op, {}).get(_dtype(dtype), {})
-             .get(arch, {}).get(size_class(dims)))
+             .get(arch, {}).get(size_class(dims, op)))
     return dict(entry["config"]) if entry else None
 
 
@@ -80,7 +89,7 @@ def record(backend: str, op: str, dtype, arch: str, dims: dict[str, int], config
         raise ValueError("record: arch is required (e.g. sm_90)")
     path = Path(path)
     table = json.loads(json.dumps(load_table(path)))  # a private copy of the cached table
-    cls = size_class(dims)
+    cls = size_class(dims, op)
     node = table["entries"].setdefault(backend, {}).setdefault(op, {}).setdefault(_dtype(dtype), {})
     node.setdefault(arch, {})[cls] = {"config": dict(config), **(evidence or {})}
     tmp = path.with_suffix(".json.tmp")

@@ -23,9 +23,20 @@ def config_label(cfg: dict | None) -> str:
     return ",".join(f"{k}={v}" for k, v in (cfg or {}).items()) or "{}"
 
 
+def spread(space: list[dict], max_configs: int | None) -> list[dict]:
+    """At most max_configs configurations evenly spread over the space (deterministic; first and last kept).
+    Large spaces (Triton's matmul has >100) would otherwise cost minutes of JIT compilation per case."""
+    if not max_configs or len(space) <= max_configs:
+        return list(space)
+    if max_configs == 1:
+        return [space[0]]
+    step = (len(space) - 1) / (max_configs - 1)
+    return [space[round(i * step)] for i in range(max_configs)]
+
+
 def sweep_case(backend: Backend, spec: OpSpec, dtype, case: Case, writer: ResultsWriter, settings: Settings,
-               ceilings=None, timer=None, on_config=None) -> list[dict]:
-    space = backend.config_space(spec.name, dtype)
+               ceilings=None, timer=None, on_config=None, max_configs: int | None = None) -> list[dict]:
+    space = spread(backend.config_space(spec.name, dtype), max_configs)
     if not space:
         raise ValueError(f"{backend.name}.{spec.name}: no config space for {dtype_name(dtype)} "
                          f"(config_space returned [])")

@@ -58,7 +58,8 @@ def run(args) -> int:
         for case in cases:
             with console.status(f"{backend.name} {spec.name} {args.dtype} {case.name}") as st:
                 recs = sweep.sweep_case(backend, spec, dtype, case, w, settings,
-                                        on_config=lambda label: st.update(f"{case.name}: {label}"))
+                                        on_config=lambda label: st.update(f"{case.name}: {label}"),
+                                        max_configs=args.max_configs)
             table = Table(title=f"{backend.name} {spec.name} {args.dtype} {case.name}")
             for h in ("config", "status", "median", "p20-p80", "first call ms"):
                 table.add_column(h)
@@ -93,6 +94,8 @@ def register(sub):
     p.add_argument("--quick", action="store_true", help="first bench case, 5 ms warmup / 20 ms reps")
     p.add_argument("--warmup-ms", type=float, default=25.0)
     p.add_argument("--rep-ms", type=float, default=100.0)
+    p.add_argument("--max-configs", type=int, default=None,
+                   help="try at most this many configurations, evenly spread over the space (default: all)")
     p.add_argument("--write-best", action="store_true",
                    help="write the fastest correct config per size class into python/tilerosetta/tuned_configs.json")
     p.add_argument("--out-dir", "--out", dest="out_dir", default=str(RESULTS_DIR))
