@@ -2,8 +2,8 @@
 # Build gpu-bundle/: everything an air-gapped GPU node (driver + Python + torch, no internet) needs to run
 # TileRosetta from a checkout of this repo, in under 60 MiB:
 #   toolchain.tar.xz  the pinned tileiras + ptxas + libnvvm trio (one release), xz with a 256 MiB dictionary
-#   ext.tar.xz        the CUDA Tile C++ extension built for this venv's Python (cubins compress ~10x)
-#   wheels/           cuda-tile and our Rust extension (abi3), installed on the node with pip --no-index
+#   site.tar.xz       cuda-tile, our Rust extension (abi3) and the C++ extension built for this venv's
+#                     Python, unpacked into one folder that run.sh puts on PYTHONPATH
 #   run.sh            unpacks, sets the environment (CUDA_HOME removed), runs doctor + suite or benchmark
 # Build it where the extensions were built for the node's Python (cp312 here).
 set -euo pipefail
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 out=gpu-bundle
 tc=.toolchain/nvidia/cu13
 [ -x $tc/bin/tileiras ] || { echo "gpu-bundle: run 'make setup' first (no $tc/bin/tileiras)"; exit 1; }
-mkdir -p $out/wheels
+mkdir -p $out
 trio=(nvidia/cu13/bin/tileiras nvidia/cu13/bin/ptxas nvidia/cu13/lib/libnvvm.so.4)
 stamp=$(cd .toolchain && sha256sum "${trio[@]}" | sha256sum | cut -c1-16)
 if [ "$(cat $out/toolchain.sha 2>/dev/null)" != "$stamp" ]; then
@@ -19,19 +19,21 @@ if [ "$(cat $out/toolchain.sha 2>/dev/null)" != "$stamp" ]; then
   tar -C .toolchain -cf - "${trio[@]}" | xz -T1 -9e --lzma2=preset=9e,dict=256MiB > $out/toolchain.tar.xz
   echo "$stamp" > $out/toolchain.sha
 fi
-rm -rf $out/wheels/*.whl $out/ext $out/ext.tar.xz
+# site.tar.xz: cuda-tile and our Rust wheel unpacked (a wheel with no scripts installs by unzipping) plus the
+# C++ extension, as one xz stream: the cubins and shared objects compress far better together than as wheels.
+rm -rf $out/wheels $out/ext.tar.xz $out/site.tar.xz
+stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/wheels" "$stage/site"
 .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  --platform manylinux2014_x86_64 -d $out/wheels "cuda-tile==$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("cuda-tile"))')"
-for w in build/wheels/tilerosetta_cutile_rs-*.whl; do [ -f "$w" ] && cp "$w" $out/wheels/; done
+  --platform manylinux2014_x86_64 -d "$stage/wheels" "cuda-tile==$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("cuda-tile"))')"
+for w in build/wheels/tilerosetta_cutile_rs-*.whl; do [ -f "$w" ] && cp "$w" "$stage/wheels/"; done
+for w in "$stage"/wheels/*.whl; do .venv/bin/python -m zipfile -e "$w" "$stage/site"; done
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 so=$(ls "$site"/tilerosetta_tile_cpp*.so build/*/cpp/tilerosetta_tile_cpp*.so 2>/dev/null | head -1 || true)
-if [ -n "$so" ]; then
-  mkdir -p $out/ext && cp "$so" $out/ext/
-  tar -C $out/ext -cf - . | xz -T0 -9 > $out/ext.tar.xz && rm -rf $out/ext
-else
-  echo "gpu-bundle: no tile_cpp extension built (make build-python); the bundle has none"
-fi
+[ -n "$so" ] && cp "$so" "$stage/site/" || echo "gpu-bundle: no tile_cpp extension built (make build-python); the bundle has none"
+tar -C "$stage/site" -cf - . | xz -T0 -9e > $out/site.tar.xz
+echo "gpu-bundle: site.tar.xz holds: $(ls "$stage/site" | tr '\n' ' ')"
 cp tools/gpu-run.sh $out/run.sh
-du -sh $out; ls -la $out $out/wheels
-total=$(du -sm $out | cut -f1)
+du -sh $out; ls -la $out
+total=$(( $(du -sb $out | cut -f1) / 1048576 ))
 [ "$total" -lt 60 ] || { echo "gpu-bundle: $total MiB, over the 60 MiB budget"; exit 1; }

@@ -12,18 +12,15 @@ mkdir -p "$work"
 if [ ! -x "$work/toolchain/nvidia/cu13/bin/tileiras" ]; then
   mkdir -p "$work/toolchain" && tar -C "$work/toolchain" -xJf "$here/toolchain.tar.xz"
 fi
-if ls "$here"/wheels/*.whl >/dev/null 2>&1 && [ ! -f "$work/site/.done" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$here"/wheels/*.whl && touch "$work/site/.done"
-fi
-if [ -f "$here/ext.tar.xz" ] && [ "$here/ext.tar.xz" -nt "$work/ext" ]; then
-  rm -rf "$work/ext" && mkdir -p "$work/ext" && tar -C "$work/ext" -xJf "$here/ext.tar.xz"
+if [ "$here/site.tar.xz" -nt "$work/site" ] || [ ! -d "$work/site" ]; then
+  rm -rf "$work/site" && mkdir -p "$work/site" && tar -C "$work/site" -xJf "$here/site.tar.xz"
 fi
 export TILEROSETTA_TOOLCHAIN="$work/toolchain/nvidia/cu13"
 # A system CUDA (e.g. 13.0) at CUDA_HOME would make tileiras 13.4 use the wrong ptxas/libnvvm.
 [ -n "${CUDA_HOME:-}" ] && export TILEROSETTA_ORIGINAL_CUDA_HOME="$CUDA_HOME"
 unset CUDA_HOME CUDA_PATH
 export PATH="$TILEROSETTA_TOOLCHAIN/bin:$PATH"
-export PYTHONPATH="$repo/python:$work/ext:$work/site${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$repo/python:$work/site${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 logs=${LOGDIR:-$repo/gpu-logs}; mkdir -p "$logs"
 cmd=${1:-test}; shift || true
