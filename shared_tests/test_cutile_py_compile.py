@@ -74,10 +74,10 @@ def _launches(op: str, dtype: torch.dtype):
     spec, prepare = SPECS[op], prepare_fn(op)
     names = list(spec.inputs) + list(spec.outputs)
 
-    def of(case):
+    def of(case, **override):
         shapes = spec.shapes(case)
         tensors = [torch.empty(shapes[n], dtype=dtype, device="meta") for n in names]
-        knobs = cfg.default_config(op, dtype_name(dtype), case.dims)
+        knobs = {**cfg.default_config(op, dtype_name(dtype), case.dims), **override}
         return prepare(*tensors, knobs, **spec.full_params(case.params))
 
     chosen, kernels_seen = list(spec.bench_cases) + [spec.cases[0]], set()
@@ -87,9 +87,16 @@ def _launches(op: str, dtype: torch.dtype):
         if FULL or any(id(lx.kernel) not in kernels_seen for lx in of(case)):
             chosen.append(case)
             kernels_seen.update(id(lx.kernel) for lx in of(case))
+    # The looped row kernels serve rows wider than MAX_SINGLE (16384 by default, wider than any
+    # conformance row): compile them on the widest conformance case with the sweep's smallest
+    # MAX_SINGLE, as `tilerosetta sweep` would run them.
+    variants = [(case, {}) for case in chosen]
+    if op in cfg.ROW_OPS:
+        widest = max(spec.cases, key=lambda c: c.dims["N"])
+        variants.append((widest, {"MAX_SINGLE": min(cfg.SPACES[op]["MAX_SINGLE"])}))
     out, keys = [], set()
-    for case in chosen:
-        for lx in of(case):
+    for case, override in variants:
+        for lx in of(case, **override):
             sig = _signature(lx)
             key = (id(lx.kernel), repr(sig))  # constraints are not all hashable; repr tells 1, 1.0, True apart
             if key not in keys:
@@ -175,13 +182,76 @@ def test_check_config_refuses_bad_values():
 
 
 def test_row_plan_switches_to_the_loop_past_max_single():
-    knobs = {"MAX_SINGLE": 8192, "LOOP_TN": 1024, "ROW_ELEMS": 4096}
+    knobs = {"MAX_SINGLE": 8192, "LOOP_TN": 1024, "ROW_ELEMS": 4096, "SM_ELEMS": 32768, "WARPS": 8}
     p = cfg.plan_rows(257, 4099, knobs)
-    assert p == {"single": True, "BM": 1, "BN": 8192, "grid": (257, 1, 1)}
+    assert p == {"single": True, "BM": 1, "BN": 8192, "grid": (257, 1, 1), "OCC": 4, "WARPS": 8}
     p = cfg.plan_rows(3, 7, knobs)  # short rows: several rows per block, but not more than M rounded up
     assert p["single"] and p["BN"] == 8 and p["BM"] == 4 and p["grid"] == (1, 1, 1)
     p = cfg.plan_rows(5, 8193, knobs)
-    assert p == {"single": False, "BM": 1, "BN": 1024, "grid": (5, 1, 1)}
+    assert p == {"single": False, "BM": 1, "BN": 1024, "grid": (5, 1, 1), "OCC": 4, "WARPS": 8}
+
+
+def test_row_plan_occupancy_keeps_sm_elems_in_flight():
+    """The bench shapes: the occupancy hint times the block's tile is SM_ELEMS, capped at 4 CTAs."""
+    knobs = cfg.default_config("softmax", "bf16")
+    assert knobs["MAX_SINGLE"] >= 16384  # 4096x16384 is one read of x, not the two-pass loop
+    for m, n, bm, occ in ((32768, 4096, 2, 4), (16384, 4096, 2, 4), (4096, 8192, 1, 4), (4096, 16384, 1, 2)):
+        p = cfg.plan_rows(m, n, knobs)
+        assert p["single"] and (p["BM"], p["OCC"]) == (bm, occ), (m, n, p)
+        assert p["grid"][0] * p["BM"] >= m
+    assert cfg.row_occupancy(1 << 20, knobs) == 1 and cfg.row_occupancy(8, knobs) == 4
+
+
+def test_hint_knobs_accept_zero_and_refuse_nonsense():
+    cfg.check_config("matmul", {"WARPS": 0, "CTAS": 0, "BM": 128})
+    cfg.check_config("attention", {"OCC": 2, "WARPS": 8})
+    with pytest.raises(ValueError, match="power of two"):
+        cfg.check_config("attention", {"BM": 0})  # tile sizes have no 'auto'
+    with pytest.raises(ValueError, match="WARPS"):
+        cfg.check_config("softmax", {"WARPS": 16})
+    with pytest.raises(ValueError, match="out of range"):
+        cfg.check_config("rope", {"OCC": 64})
+
+
+def test_matmul_plan_drops_hints_for_clamped_tiles():
+    p = cfg.plan_matmul(1, 4096, 4096, 4096, cfg.default_config("matmul", "bf16"))
+    assert (p["BM"], p["BN"], p["WARPS"]) == (128, 256, 8)  # 8 warps: the 128x256 accumulator fits
+    p = cfg.plan_matmul(1, 1, 4096, 4096, cfg.default_config("matmul", "bf16"))
+    assert p["BM"] == 16 and p["WARPS"] == 0 and p["CTAS"] == 0
+
+
+def test_sweep_spaces_are_small_and_valid():
+    for op in SPECS:
+        for dt in SPECS[op].dtypes:
+            space = cfg.config_space(op, dtype_name(dt))
+            assert cfg.default_config(op, dtype_name(dt)) in space, op  # the baseline is a candidate too
+            assert len(space) <= 64, (op, len(space))  # each entry is one JIT compile in a sweep
+            assert len({tuple(sorted(c.items())) for c in space}) == len(space), op
+            for c in space:
+                cfg.check_config(op, c)
+
+
+def test_default_config_prefers_the_tuned_table(monkeypatch):
+    from tilerosetta import backends, tuning
+    from tilerosetta.backends import cutile_py
+
+    b = backends.get("cutile_py")
+    if type(b).__name__ != "CuTilePyBackend":
+        pytest.skip(f"adapter did not import: {b.is_available()[1]}")
+    calls = []
+
+    def fake(backend, op, dtype, arch, dims, path=None):
+        calls.append((backend, op, arch, dict(dims)))
+        return {"BN": 128} if op == "matmul" else {"BOGUS": 1} if op == "bmm" else None
+
+    monkeypatch.setattr(tuning, "lookup", fake)
+    monkeypatch.setattr(cutile_py.toolchain, "device_arch", lambda: "sm_90")
+    dims = {"M": 4096, "N": 4096, "K": 4096}
+    got = b.default_config("matmul", torch.bfloat16, dims)
+    assert got == {**cfg.DEFAULTS["matmul"]["*"], "BN": 128}
+    assert calls[-1] == ("cutile_py", "matmul", "sm_90", dims)
+    assert b.default_config("bmm", torch.bfloat16, dims) == cfg.DEFAULTS["bmm"]["*"]  # stale entry ignored
+    assert b.config_for("softmax", torch.float32, {"M": 1, "N": 1}) == cfg.DEFAULTS["softmax"]["fp32"]
 
 
 def test_grids_cover_every_element():

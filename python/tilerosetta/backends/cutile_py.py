@@ -86,7 +86,7 @@ class CuTilePyBackend(Backend):
     # ---- tuning ------------------------------------------------------------------------------------
     def config_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
         """What a call uses: the table's default for op/dtype/dims with any set_config keys on top."""
-        cfg = cfgmod.default_config(op, dtype_name(dtype), dims)
+        cfg = self.default_config(op, dtype, dims)
         cfg.update(self._forced.get((op, dtype), {}))
         return cfg
 
@@ -95,8 +95,18 @@ class CuTilePyBackend(Backend):
         return cfgmod.config_space(op, dtype_name(dtype))
 
     def default_config(self, op, dtype, dims):
+        """The sweep's tuned entry for this op/dtype/arch/size class (tuned_configs.json) over the
+        built-in table, so a tuned entry missing a newer knob still gets that knob's default."""
         get_spec(op)
-        return cfgmod.default_config(op, dtype_name(dtype), dims)
+        cfg = cfgmod.default_config(op, dtype_name(dtype), dims)
+        tuned = _tuned(op, dtype, dims)
+        if tuned:
+            try:
+                cfgmod.check_config(op, {**cfg, **tuned})
+            except (KeyError, ValueError):
+                return cfg  # a stale entry (knob renamed or retired): keep the built-in default
+            cfg.update(tuned)
+        return cfg
 
     def set_config(self, op, dtype, config):
         get_spec(op)
@@ -114,6 +124,14 @@ class CuTilePyBackend(Backend):
         if tc.tileiras_version:
             v["tileiras"] = tc.version_str()
         return v
+
+
+def _tuned(op, dtype, dims):
+    try:
+        from tilerosetta import tuning
+    except ImportError:  # no tuning table in this checkout
+        return None
+    return tuning.lookup("cutile_py", op, dtype, toolchain.device_arch(), dims)
 
 
 def _dims(spec, tensors) -> dict[str, int]:

@@ -39,31 +39,38 @@ def cdiv(a: int, b: int) -> int:
 #  * elementwise (vector_add, silu_and_mul): TILE elements per block.
 #  * transpose: TM x TN tile (square: both sides of the transpose coalesce).
 #  * row ops: a row of N fits one tile when next_pow2(N) <= MAX_SINGLE (one read of x, reductions in
-#    registers); longer rows loop over LOOP_TN-wide tiles. Single-tile blocks take several rows while
-#    rows*width <= ROW_ELEMS, so short rows still fill a block.
-#  * rope: TS positions per block, all of D (two halves) at once.
-#  * matmul/bmm: BM x BN output tile, BK reduction step, GROUP_M rows of tiles swizzled for L2 reuse.
-#  * attention: BM queries per block, BN keys per inner step; by head dim D.
+#    registers); longer rows loop over LOOP_TN-wide tiles. Single-tile blocks take BM rows with
+#    BM*width <= ROW_ELEMS. SM_ELEMS is the number of elements each SM should hold in flight: the
+#    occupancy hint is SM_ELEMS / (BM*BN) CTAs per SM (1..4), which caps registers so that many fit.
+#    WARPS is cuTile's num_worker_warps (4 or 8 with tileiras 13.4).
+#  * rope: TS positions per block, all of D (two halves) at once; OCC the occupancy hint.
+#  * matmul/bmm: BM x BN output tile, BK reduction step, GROUP_M rows of tiles swizzled for L2 reuse,
+#    WARPS worker warps (a 128x256 fp32 accumulator needs 8 = two consumer warpgroups, or it spills).
+#  * attention: BM queries per block, BN keys per inner step; by head dim D. OCC/WARPS as above.
+# Hint knobs (OCC, WARPS, CTAS) take 0 for "let the compiler choose".
+_ROW16 = {"MAX_SINGLE": 16384, "LOOP_TN": 2048, "ROW_ELEMS": 8192, "SM_ELEMS": 32768, "WARPS": 4}
+_ROW32 = {"MAX_SINGLE": 16384, "LOOP_TN": 1024, "ROW_ELEMS": 8192, "SM_ELEMS": 32768, "WARPS": 4}
+_MM16 = {"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8, "WARPS": 8, "CTAS": 0}
+_MM32 = {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8, "WARPS": 0, "CTAS": 0}
 DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "vector_add": {"*": {"TILE": 1024}},
-    "silu_and_mul": {"*": {"TILE": 1024}},
+    "silu_and_mul": {"*": {"TILE": 2048}},
     "transpose": {"fp32": {"TM": 32, "TN": 32}, "*": {"TM": 64, "TN": 64}},
-    "softmax": {"fp32": {"MAX_SINGLE": 8192, "LOOP_TN": 1024, "ROW_ELEMS": 4096},
-                "*": {"MAX_SINGLE": 8192, "LOOP_TN": 2048, "ROW_ELEMS": 4096}},
-    "rms_norm": {"fp32": {"MAX_SINGLE": 8192, "LOOP_TN": 1024, "ROW_ELEMS": 4096},
-                 "*": {"MAX_SINGLE": 8192, "LOOP_TN": 2048, "ROW_ELEMS": 4096}},
-    "layer_norm": {"fp32": {"MAX_SINGLE": 8192, "LOOP_TN": 1024, "ROW_ELEMS": 4096},
-                   "*": {"MAX_SINGLE": 8192, "LOOP_TN": 2048, "ROW_ELEMS": 4096}},
-    "rope": {"*": {"TS": 16}},
-    "matmul": {"fp32": {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8},
-               "*": {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}},
-    "bmm": {"fp32": {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8},
-            "*": {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}},
-    "attention": {"D64": {"BM": 128, "BN": 64}, "D128": {"BM": 128, "BN": 64}},
+    "softmax": {"fp32": dict(_ROW32), "*": dict(_ROW16)},
+    "rms_norm": {"fp32": dict(_ROW32), "*": dict(_ROW16)},
+    "layer_norm": {"fp32": dict(_ROW32), "*": dict(_ROW16)},
+    "rope": {"*": {"TS": 32, "OCC": 8}},  # 64 regs, no spills: 8 blocks x 8 KB of q per SM
+    "matmul": {"fp32": dict(_MM32), "*": dict(_MM16)},
+    "bmm": {"fp32": dict(_MM32), "*": dict(_MM16)},
+    # 8 worker warps = two consumer warpgroups of 64 query rows each (168 regs, no spills at BN=128);
+    # without the hint tileiras picks one warpgroup at 255 regs and nothing overlaps its softmax.
+    "attention": {"D64": {"BM": 128, "BN": 128, "OCC": 0, "WARPS": 8},
+                  "D128": {"BM": 128, "BN": 128, "OCC": 0, "WARPS": 8}},
 }
 
-# Sweep spaces: the product of these per-knob choices (pow2 only).
-_ROW_SPACE = {"MAX_SINGLE": (4096, 8192, 16384), "LOOP_TN": (512, 1024, 2048, 4096), "ROW_ELEMS": (2048, 4096, 8192)}
+# Allowed values per knob (check_config refuses others): pow2 tile sizes, hint knobs also 0 = auto.
+_ROW_SPACE = {"MAX_SINGLE": (4096, 8192, 16384, 32768), "LOOP_TN": (512, 1024, 2048, 4096),
+              "ROW_ELEMS": (2048, 4096, 8192, 16384), "SM_ELEMS": (8192, 16384, 32768, 65536), "WARPS": (4, 8)}
 SPACES: dict[str, dict[str, tuple]] = {
     "vector_add": {"TILE": (256, 512, 1024, 2048, 4096)},
     "silu_and_mul": {"TILE": (256, 512, 1024, 2048, 4096)},
@@ -71,12 +78,49 @@ SPACES: dict[str, dict[str, tuple]] = {
     "softmax": dict(_ROW_SPACE),
     "rms_norm": dict(_ROW_SPACE),
     "layer_norm": dict(_ROW_SPACE),
-    "rope": {"TS": (4, 8, 16, 32, 64)},
-    "matmul": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64), "GROUP_M": (8,)},
-    "bmm": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64), "GROUP_M": (8,)},
-    "attention": {"BM": (64, 128), "BN": (32, 64, 128)},
+    "rope": {"TS": (4, 8, 16, 32, 64, 128), "OCC": (0, 1, 2, 4, 8)},
+    "matmul": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64, 128), "GROUP_M": (4, 8, 16),
+               "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
+    "bmm": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64, 128), "GROUP_M": (4, 8, 16),
+            "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
+    "attention": {"BM": (64, 128, 256), "BN": (32, 64, 128), "OCC": (0, 1, 2), "WARPS": (0, 4, 8)},
 }
+HINT_KEYS = ("OCC", "WARPS", "CTAS")  # 0 allowed (compiler's choice)
 
+
+def _row_sweep(base):
+    """The row ops' sweep: the default and one-knob variations of it (a full product would be
+    hundreds of JIT compiles)."""
+    out = [dict(base)]
+    for k, vals in (("SM_ELEMS", (16384, 65536)), ("ROW_ELEMS", (4096, 16384)), ("WARPS", (8,)),
+                    ("MAX_SINGLE", (8192, 32768)), ("LOOP_TN", (1024, 4096))):
+        for v in vals:
+            if v != base[k]:
+                out.append({**base, k: v})
+    out.append({**base, "WARPS": 8, "SM_ELEMS": 65536})
+    return out
+
+
+def _mm_sweep(base):
+    out = [dict(base)]
+    for bm, bn, bk, warps, ctas in ((128, 256, 64, 8, 0), (128, 256, 64, 0, 2), (256, 128, 64, 8, 0),
+                                    (128, 128, 64, 0, 0), (128, 128, 64, 8, 0), (128, 128, 32, 0, 0),
+                                    (128, 256, 32, 8, 0), (64, 128, 64, 0, 0)):
+        for g in (8, 16):
+            c = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": g, "WARPS": warps, "CTAS": ctas}
+            if c not in out:
+                out.append(c)
+    return out
+
+
+def _attn_sweep(base):
+    out = [dict(base)]
+    for bm, bn in ((128, 128), (128, 64), (64, 64), (64, 128), (256, 64)):
+        for occ, warps in ((0, 8), (0, 0), (2, 0), (1, 8)):
+            c = {"BM": bm, "BN": bn, "OCC": occ, "WARPS": warps}
+            if c not in out:
+                out.append(c)
+    return out
 
 
 def table_key(op: str, dtype_name: str, dims: dict[str, int] | None = None) -> str:
@@ -93,6 +137,15 @@ def default_config(op: str, dtype_name: str, dims: dict[str, int] | None = None)
 
 
 def config_space(op: str, dtype_name: str) -> list[dict[str, Any]]:
+    """What `tilerosetta sweep` tries: a curated list where the full product would be too big."""
+    base = default_config(op, dtype_name)
+    if op in ROW_OPS:
+        return _row_sweep(base)
+    if op in ("matmul", "bmm"):
+        return _mm_sweep(base) if dtype_name != "fp32" else _mm_sweep(base)[:1] + [
+            {**base, "BK": 64}, {**base, "BN": 256, "WARPS": 8}, {**base, "BM": 64}]
+    if op == "attention":
+        return _attn_sweep(base)
     space = SPACES[op]
     keys = list(space)
     return [dict(zip(keys, vals)) for vals in itertools.product(*(space[k] for k in keys))]
@@ -106,8 +159,15 @@ def check_config(op: str, config: dict[str, Any]) -> None:
     if unknown:
         raise ValueError(f"cutile_py {op}: unknown config key(s) {sorted(unknown)}; expected {list(SPACES[op])}")
     for k, v in config.items():
+        if k in HINT_KEYS and v == 0 and not isinstance(v, bool):
+            continue  # the compiler's choice
         if not isinstance(v, int) or isinstance(v, bool) or v < 1 or v & (v - 1):
-            raise ValueError(f"cutile_py {op}: config {k}={v!r} must be a positive power of two")
+            raise ValueError(f"cutile_py {op}: config {k}={v!r} must be a positive power of two"
+                             + (" (or 0 = compiler's choice)" if k in HINT_KEYS else ""))
+        if k in ("WARPS",) and v not in (4, 8):
+            raise ValueError(f"cutile_py {op}: config WARPS={v} must be 0, 4 or 8 (tileiras 13.4)")
+        if k in ("OCC",) and v > 32 or k == "CTAS" and v > 16:
+            raise ValueError(f"cutile_py {op}: config {k}={v} is out of range")
 
 
 def check_grid(grid: tuple[int, ...]) -> tuple[int, ...]:
@@ -138,11 +198,20 @@ def plan_transpose(m: int, n: int, cfg: dict[str, Any]) -> tuple[int, int, tuple
 def plan_rows(m: int, n: int, cfg: dict[str, Any]) -> dict[str, Any]:
     """Row ops: single-tile (whole row in one tile, BM rows per block) or looped (LOOP_TN-wide tiles)."""
     width = next_pow2(n)
+    warps = cfg.get("WARPS", 4)
     if width <= cfg["MAX_SINGLE"]:
         bm = max(1, min(cfg["ROW_ELEMS"] // width, next_pow2(m)))
-        return {"single": True, "BM": bm, "BN": width, "grid": check_grid((cdiv(m, bm), 1, 1))}
+        return {"single": True, "BM": bm, "BN": width, "grid": check_grid((cdiv(m, bm), 1, 1)),
+                "OCC": row_occupancy(bm * width, cfg), "WARPS": warps}
     bn = min(cfg["LOOP_TN"], width)
-    return {"single": False, "BM": 1, "BN": bn, "grid": check_grid((m, 1, 1))}
+    return {"single": False, "BM": 1, "BN": bn, "grid": check_grid((m, 1, 1)),
+            "OCC": row_occupancy(bn, cfg), "WARPS": warps}
+
+
+def row_occupancy(tile_elems: int, cfg: dict[str, Any]) -> int:
+    """CTAs per SM to ask for so that about SM_ELEMS elements are in flight per SM, in [1, 4].
+    More than 4 would cap registers at 32 (256 threads) and the compiler spills (cuobjdump: LDL/STL)."""
+    return max(1, min(4, cfg.get("SM_ELEMS", 32768) // tile_elems))
 
 
 def plan_rope(bh: int, s: int, d: int, cfg: dict[str, Any]) -> tuple[int, int, tuple[int, ...]]:
@@ -157,13 +226,17 @@ def plan_matmul(bt: int, m: int, n: int, k: int, cfg: dict[str, Any]) -> dict[st
     bn = max(16, min(cfg["BN"], next_pow2(n)))
     bk = max(16, min(cfg["BK"], next_pow2(k)))
     tiles = cdiv(m, bm) * cdiv(n, bn)
-    return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": cfg["GROUP_M"], "grid": check_grid((tiles, bt, 1))}
+    small = bm < 128 or bn < 128  # clamped tiles: the 8-warp / cluster hints were chosen for full ones
+    return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": cfg["GROUP_M"], "grid": check_grid((tiles, bt, 1)),
+            "WARPS": 0 if small else cfg.get("WARPS", 0), "CTAS": 0 if small else cfg.get("CTAS", 0)}
 
 
 def plan_attention(bh: int, s: int, d: int, cfg: dict[str, Any]) -> dict[str, Any]:
     bm = max(16, min(cfg["BM"], next_pow2(s)))
     bn = max(16, min(cfg["BN"], next_pow2(s)))
-    return {"BM": bm, "BN": bn, "D": d, "grid": check_grid((cdiv(s, bm), bh, 1))}
+    full = bm == cfg["BM"] and bn == cfg["BN"]  # clamped (short S) tiles: leave the hints to the compiler
+    return {"BM": bm, "BN": bn, "D": d, "grid": check_grid((cdiv(s, bm), bh, 1)),
+            "OCC": cfg.get("OCC", 0) if full else 0, "WARPS": cfg.get("WARPS", 0) if full else 0}
 
 
 class Launch(NamedTuple):

@@ -6,11 +6,14 @@ would contribute (0 - mean)^2, so they are masked out with `where(col < N)`.
   * single: the whole row in one tile (BM rows per block), one read of x.
   * looped: pass 1 the mean, pass 2 the centred sum of squares, pass 3 normalise and store
     (three reads of x; simple and exact, at 1.5x the traffic of the single-tile path).
+w and b are loaded without TMA (allow_tma=False): they are the same for every block (L2 hits), and
+TMA would stage them through shared memory, which limits how many blocks fit on an SM.
 """
 
 import cuda.tile as ct
 
 from tilerosetta.kernels.cutile.config import Launch, plan_rows
+from tilerosetta.kernels.cutile.hints import hinted
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -25,8 +28,8 @@ def layer_norm_single_kernel(x, w, b, out, EPS: ct.Constant[float], BM: ct.Const
     valid = ct.reshape(ct.arange(BN, dtype=ct.int32) < n, (1, BN))
     d = ct.where(valid, t - mean, 0.0)
     rstd = ct.rsqrt(ct.sum(d * d, axis=1, keepdims=True) / n + EPS)
-    wt = ct.reshape(ct.astype(ct.load(w, (0,), (BN,), padding_mode=ZERO), ct.float32), (1, BN))
-    bt = ct.reshape(ct.astype(ct.load(b, (0,), (BN,), padding_mode=ZERO), ct.float32), (1, BN))
+    wt = ct.reshape(ct.astype(ct.load(w, (0,), (BN,), padding_mode=ZERO, allow_tma=False), ct.float32), (1, BN))
+    bt = ct.reshape(ct.astype(ct.load(b, (0,), (BN,), padding_mode=ZERO, allow_tma=False), ct.float32), (1, BN))
     ct.store(out, (i, 0), ct.astype(d * rstd * wt + bt, out.dtype))
 
 
@@ -48,14 +51,15 @@ def layer_norm_loop_kernel(x, w, b, out, EPS: ct.Constant[float], BN: ct.Constan
     rstd = ct.rsqrt(ct.sum(acc2, axis=1, keepdims=True) / n + EPS)
     for j in range(n_tiles):
         t = ct.astype(ct.load(x, (row, j), (1, BN), padding_mode=ZERO), ct.float32)
-        wt = ct.reshape(ct.astype(ct.load(w, (j,), (BN,), padding_mode=ZERO), ct.float32), (1, BN))
-        bt = ct.reshape(ct.astype(ct.load(b, (j,), (BN,), padding_mode=ZERO), ct.float32), (1, BN))
+        wt = ct.reshape(ct.astype(ct.load(w, (j,), (BN,), padding_mode=ZERO, allow_tma=False), ct.float32), (1, BN))
+        bt = ct.reshape(ct.astype(ct.load(b, (j,), (BN,), padding_mode=ZERO, allow_tma=False), ct.float32), (1, BN))
         ct.store(out, (row, j), ct.astype((t - mean) * rstd * wt + bt, out.dtype))
 
 
 def prepare(x, w, b, out, cfg, eps):
     m, n = x.shape
     p = plan_rows(m, n, cfg)
+    hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
     if p["single"]:
-        return [Launch(layer_norm_single_kernel, p["grid"], (x, w, b, out, float(eps), p["BM"], p["BN"]))]
-    return [Launch(layer_norm_loop_kernel, p["grid"], (x, w, b, out, float(eps), p["BN"]))]
+        return [Launch(hinted(layer_norm_single_kernel, **hints), p["grid"], (x, w, b, out, float(eps), p["BM"], p["BN"]))]
+    return [Launch(hinted(layer_norm_loop_kernel, **hints), p["grid"], (x, w, b, out, float(eps), p["BN"]))]

@@ -11,6 +11,7 @@ blocks running together share A rows and B columns in L2.
 import cuda.tile as ct
 
 from tilerosetta.kernels.cutile.config import Launch, plan_matmul
+from tilerosetta.kernels.cutile.hints import hinted
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -43,7 +44,8 @@ def matmul_kernel(a, b, out, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.
 def _launch(a3, b3, out3, cfg):
     bt, m, k = a3.shape
     p = plan_matmul(bt, m, b3.shape[2], k, cfg)
-    return [Launch(matmul_kernel, p["grid"], (a3, b3, out3, p["BM"], p["BN"], p["BK"], p["GROUP_M"]))]
+    kernel = hinted(matmul_kernel, num_worker_warps=p["WARPS"] or None, num_ctas=p["CTAS"] or None)
+    return [Launch(kernel, p["grid"], (a3, b3, out3, p["BM"], p["BN"], p["BK"], p["GROUP_M"]))]
 
 
 def prepare(a, b, out, cfg):

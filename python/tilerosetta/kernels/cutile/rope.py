@@ -12,6 +12,7 @@ flat grid (head fastest) so cos/sin tiles are reused from L2.
 import cuda.tile as ct
 
 from tilerosetta.kernels.cutile.config import Launch, plan_rope
+from tilerosetta.kernels.cutile.hints import hinted
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -38,5 +39,6 @@ def prepare(q, cos, sin, out, cfg):
     b, h, s, d = q.shape
     ts, hp, grid = plan_rope(b * h, s, d, cfg)
     half = d // 2
-    return [Launch(rope_kernel, grid, (q.view(b * h, s, 2, half), cos.view(s, 2, half),
+    kernel = hinted(rope_kernel, occupancy=cfg.get("OCC", 0) or None)
+    return [Launch(kernel, grid, (q.view(b * h, s, 2, half), cos.view(s, 2, half),
                                        sin.view(s, 2, half), out.view(b * h, s, 2, half), ts, hp))]

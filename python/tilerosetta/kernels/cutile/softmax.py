@@ -13,6 +13,7 @@ drops them, so they never reach memory.
 import cuda.tile as ct
 
 from tilerosetta.kernels.cutile.config import Launch, plan_rows
+from tilerosetta.kernels.cutile.hints import hinted
 
 NEG_INF = ct.PaddingMode.NEG_INF
 
@@ -24,7 +25,9 @@ def softmax_single_kernel(x, out, BM: ct.Constant[int], BN: ct.Constant[int]):
     m = ct.max(t, axis=1, keepdims=True)
     e = ct.exp(t - m)
     s = ct.sum(e, axis=1, keepdims=True)
-    ct.store(out, (i, 0), ct.astype(e / s, out.dtype))
+    # One reciprocal per row and a multiply per element: e / s per element compiles to the IEEE
+    # division with its slow-path check (FCHK + call) on every element.
+    ct.store(out, (i, 0), ct.astype(e * (1.0 / s), out.dtype))
 
 
 @ct.kernel
@@ -48,6 +51,7 @@ def softmax_loop_kernel(x, out, BN: ct.Constant[int]):
 def prepare(x, out, cfg):
     m, n = x.shape
     p = plan_rows(m, n, cfg)
+    hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
     if p["single"]:
-        return [Launch(softmax_single_kernel, p["grid"], (x, out, p["BM"], p["BN"]))]
-    return [Launch(softmax_loop_kernel, p["grid"], (x, out, p["BN"]))]
+        return [Launch(hinted(softmax_single_kernel, **hints), p["grid"], (x, out, p["BM"], p["BN"]))]
+    return [Launch(hinted(softmax_loop_kernel, **hints), p["grid"], (x, out, p["BN"]))]
