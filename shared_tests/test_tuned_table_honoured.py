@@ -29,7 +29,7 @@ def _pretend_gpu(backend, monkeypatch):
     monkeypatch.setattr(toolchain, "device_arch", lambda: "sm_90")
 
 
-@pytest.mark.parametrize("name", ["triton", "tile_cpp", "cutile_rs"])
+@pytest.mark.parametrize("name", ["triton", "tile_cpp", "cutile_py", "cutile_rs"])
 def test_default_config_takes_the_table_entry(name, private_table, monkeypatch):
     b = backends.get(name)
     spec = get_spec("matmul")
