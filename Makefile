@@ -25,11 +25,11 @@ build-rust: setup
 build-julia: setup
 	@if [ -x tools/build-julia.sh ]; then tools/build-julia.sh; else echo "build-julia: skipped (julia/ has no backend yet)"; fi
 
-# The conformance suite (GPU cases skip with their reason when there is no GPU) plus each language's
-# own native tests.
+# Each language's own native tests (cargo test, ...), then the conformance suite (GPU cases skip with their
+# reason when there is no GPU). The suite runs last so its summary closes the output.
 test: build-all
-	@$(TR) test -- $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-native
+	@$(TR) test -- $(PYTEST_ARGS)
 
 test-native:
 	@for t in tools/test-*.sh; do [ -x "$$t" ] && { echo "== $$t"; "$$t" || exit 1; }; done; true

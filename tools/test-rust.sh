@@ -10,7 +10,7 @@ if ! command -v cargo >/dev/null 2>&1; then echo "test-rust: SKIPPED: cargo not 
 if ! have_libclang; then echo "test-rust: SKIPPED: libclang not found (run make build-rust as root to install it)"; exit 0; fi
 start=$SECONDS
 # --release shares the dependency build with maturin's (same profile and dependency features).
-(cd rust && cargo test --release --no-fail-fast "$@")
+(cd rust && cargo test --release --no-fail-fast --lib --tests "$@")  # doc-tests: none exist
 rc=$?
 echo "test-rust: cargo test exit $rc in $((SECONDS - start)) s"
 exit $rc

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The cutile_jl backend needs a Julia >= 1.11 runtime, which none of the registries this project's machines
+# reach carries. With Julia present, instantiate the julia/ project (offline if JULIA_PKG_OFFLINE is set);
+# without it, say so: the suite then reports cutile_jl unavailable and checks julia/ statically.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+jl=${PYTHON_JULIACALL_EXE:-$(command -v julia || true)}
+if [ -z "$jl" ]; then
+  echo "build-julia: skipped: no Julia runtime (PYTHON_JULIACALL_EXE unset, no julia on PATH); julia/ is checked statically by the suite"
+  exit 0
+fi
+echo "build-julia: $("$jl" --version): instantiating julia/"
+"$jl" --project=julia -e 'using Pkg; Pkg.instantiate()'
