@@ -341,3 +341,22 @@ def test_set_config_overrides_only_its_op_and_dtype():
     finally:
         b.set_config("matmul", f32, None)
     assert b.config_for("matmul", f32, {}) == cfg.DEFAULTS["matmul"]["fp32"]
+
+
+def test_attention_nonpositive_scale_path_compiles():
+    """scale <= 0 takes the unfolded branch of _step (the bench and conformance scales are positive)."""
+    if why := _compiler_ready():
+        pytest.skip(why)
+    arch = ARCHS[0]
+    ok, why = toolchain.find().can_target(arch)
+    if not ok:
+        pytest.skip(why)
+    from tilerosetta.kernels.cutile import prepare_fn
+
+    t = [torch.empty((1, 2, 77, 64), dtype=torch.float16, device="meta") for _ in range(4)]
+    for scale in (-0.5, 0.0):
+        for causal in (False, True):
+            [lx] = prepare_fn("attention")(*t, cfg.default_config("attention", "fp16", {"D": 64}),
+                                           causal=causal, scale=scale)
+            cubin = _compile(arch, lx, _signature(lx))
+            assert cubin[:4] == b"\x7fELF", (scale, causal)

@@ -86,6 +86,14 @@ def test_attention_tiles_and_hints(cutile, config, causal):
             _check(cutile, "attention", torch.bfloat16, case, config)
 
 
+@pytest.mark.parametrize("scale", [-0.4, 0.0])
+def test_attention_nonpositive_scale(cutile, scale):
+    """scale <= 0 skips the folded-scale branch (the max of s * scale is not max(s) * scale)."""
+    for causal in (False, True):
+        case = Case({"B": 1, "H": 2, "S": 77, "D": 64}, {"causal": causal, "scale": scale})
+        _check(cutile, "attention", torch.float16, case, {})
+
+
 @pytest.mark.parametrize("config", [{"TS": 64, "OCC": 4}, {"TS": 16, "OCC": 0}, {"TS": 32, "OCC": 8}],
                          ids=str)
 def test_rope_blocks_and_occupancy(cutile, config):

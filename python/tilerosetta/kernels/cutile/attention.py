@@ -27,7 +27,9 @@ def _step(q, k3, v3, bh, j, m_i, l_i, acc, rows, cols0, s_len, QK_SCALE, CAUSAL,
     """One key/value tile of the online softmax; MASKED (a constant) only on tiles that need it."""
     # K^T tile (D, BN) straight from row-major K via a permuted load (no register transpose).
     kt = ct.reshape(ct.load(k3, (bh, 0, j), (1, D, BN), order=(0, 2, 1), padding_mode=ZERO), (D, BN))
-    s = ct.mma(q, kt, ct.zeros((BM, BN), ct.float32)) * QK_SCALE
+    s = ct.mma(q, kt, ct.zeros((BM, BN), ct.float32))
+    if not QK_SCALE > 0.0:
+        s = s * QK_SCALE  # scale <= 0 (a compile-time branch): scale first, as the max needs
     if MASKED:
         cols = cols0 + j * BN
         if CAUSAL:
@@ -35,10 +37,16 @@ def _step(q, k3, v3, bh, j, m_i, l_i, acc, rows, cols0, s_len, QK_SCALE, CAUSAL,
         else:
             visible = cols < s_len
         s = ct.where(visible, s, float("-inf"))
-    m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True))
     # flush_to_zero: a bare MUFU.EX2; without it every element also pays a denormal-range test and two
     # multiplies (cuobjdump: FSETP.GEU + 2 FMUL per exp2). Probabilities below 2^-126 become 0.
-    p = ct.exp2(s - m_new, flush_to_zero=True)
+    if QK_SCALE > 0.0:
+        # max(s * c) = max(s) * c for c > 0, so the scale is applied to BM row maxima and folded into
+        # one FFMA per score (s * c - m) instead of a multiply and a subtract.
+        m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True) * QK_SCALE)
+        p = ct.exp2(s * QK_SCALE - m_new, flush_to_zero=True)
+    else:
+        m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True))
+        p = ct.exp2(s - m_new, flush_to_zero=True)
     alpha = ct.exp2(m_i - m_new, flush_to_zero=True)
     l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
     v = ct.reshape(ct.load(v3, (bh, j, 0), (1, BN, D), padding_mode=ZERO), (BN, D))
@@ -74,7 +82,7 @@ def attention_kernel(q3, k3, v3, out3, QK_SCALE: ct.Constant[float], CAUSAL: ct.
     for j in range(n_full, n_kv):
         m_i, l_i, acc = _step(q, k3, v3, bh, j, m_i, l_i, acc, rows, cols0, s_len, QK_SCALE, CAUSAL, True,
                               BM, BN, D)
-    o = acc / l_i
+    o = acc * (1.0 / l_i)  # BM reciprocals, not BM*D IEEE divisions
     ct.store(out3, (bh, qi, 0), ct.reshape(ct.astype(o, out3.dtype), (1, BM, D)))
 
 
