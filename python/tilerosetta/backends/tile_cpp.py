@@ -8,7 +8,12 @@ runs at call time.
 
 Tile sizes are template arguments: the module holds a small table of instantiated configs per op and
 dtype (cpp/include/tr_kernels.h). This adapter chooses among them: DEFAULTS below (by op, dtype and
-problem size), or whatever `set_config` forced (tile-size sweeps).
+problem size), or whatever `set_config` forced (tile-size sweeps). Some configs carry compiler hints
+as keys too: OCC (occupancy) for the row ops and rope, W (worker warps) for matmul/bmm/attention.
+
+Each config is compiled twice, generic and `_a16` (pointers 16-byte aligned, row strides multiples of
+16 bytes: TMA and 128-bit loads); the module picks the twin per call from the tensors, so the adapter
+never has to (cpp/README.md).
 """
 
 from __future__ import annotations
@@ -33,15 +38,40 @@ H200_SMS = 132  # below this many output tiles, smaller GEMM tiles keep more SMs
 
 
 def _row_default(dtype, dims):
+    # A row that fits one chunk (N <= TN) is read once; the smallest such TN keeps registers low.
     # Short rows: several rows per block so a block still moves a useful amount of data.
-    return {"TM": 4, "TN": 512} if dims.get("N", 1 << 30) <= 512 else {"TM": 1, "TN": 1024}
+    # fp32 rows hold twice the bytes: a 16384-wide fp32 row spills (cuobjdump: STL), so fp32 stops at
+    # 8192 with occupancy 2 and loops beyond.
+    n = dims.get("N", 1 << 30)
+    if n <= 512:
+        return {"TM": 4, "TN": 512, "OCC": 4}
+    if dtype == torch.float32:
+        single = ((1024, 4), (4096, 4), (8192, 2))
+    else:
+        single = ((1024, 4), (4096, 4), (8192, 4), (16384, 2))
+    for tn, occ in single:
+        if n <= tn:
+            return {"TM": 1, "TN": tn, "OCC": occ}
+    return {"TM": 1, "TN": 1024, "OCC": 4}
 
 
 def _gemm_default(dtype, dims):
-    tiles = -(-dims.get("M", 1 << 20) // 128) * -(-dims.get("N", 1 << 20) // 128) * dims.get("Bt", 1)
-    big = tiles >= H200_SMS
-    tk = 32 if dtype == torch.float32 else 64
-    return {"TM": 128, "TN": 128, "TK": tk} if big else {"TM": 64, "TN": 64, "TK": tk}
+    # 128x256 tiles with 8 worker warps (what cuTile Python reaches 91% of torch.mm with) when there
+    # are enough of them to fill the SMs; 128x128, then 64x64, for smaller problems.
+    m, n, bt = dims.get("M", 1 << 20), dims.get("N", 1 << 20), dims.get("Bt", 1)
+    if dtype == torch.float32:
+        big = -(-m // 128) * -(-n // 128) * bt >= H200_SMS
+        return {"TM": 128, "TN": 128, "TK": 32, "W": 0} if big else {"TM": 64, "TN": 64, "TK": 32, "W": 0}
+    if -(-m // 128) * -(-n // 256) * bt >= H200_SMS:
+        return {"TM": 128, "TN": 256, "TK": 64, "W": 8}
+    if -(-m // 128) * -(-n // 128) * bt >= H200_SMS:
+        return {"TM": 128, "TN": 128, "TK": 64, "W": 0}
+    return {"TM": 64, "TN": 64, "TK": 64, "W": 0}
+
+
+def _attention_default(dtype, dims):
+    # D = 128 with a 128 x 128 accumulator spills unless 8 worker warps hold it (cuobjdump: STL).
+    return {"TQ": 128, "TK": 64, "W": 8} if dims.get("D", 64) == 128 else {"TQ": 128, "TK": 64, "W": 0}
 
 
 # op -> fn(dtype, dims) -> config (a subset of the template arguments; attention's D comes from the call).
@@ -52,10 +82,13 @@ DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     "rms_norm": _row_default,
     "layer_norm": _row_default,
     "silu_and_mul": lambda dtype, dims: {"TM": 4, "TN": 256},
-    "rope": lambda dtype, dims: {"TS": 16, "TD": 64},
+    # 16-bit: 32 positions at 4 CTAs/SM (OCC 8 caps at 64 registers and spills a little on sm_90;
+    # the sweep can still pick it); fp32 tiles are twice the bytes, so 16 positions.
+    "rope": lambda dtype, dims: {"TS": 16, "TD": 64, "OCC": 4} if dtype == torch.float32
+    else {"TS": 32, "TD": 64, "OCC": 4},
     "matmul": _gemm_default,
     "bmm": _gemm_default,
-    "attention": lambda dtype, dims: {"TQ": 128, "TK": 64},
+    "attention": _attention_default,
 }
 CALL_FIXED = {"attention": ("D",)}  # template arguments fixed by the call's shapes, not tunable
 
