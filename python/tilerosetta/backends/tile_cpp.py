@@ -37,18 +37,19 @@ except ImportError as exc:  # not built here (no tile-capable nvcc at build time
 H200_SMS = 132  # below this many output tiles, smaller GEMM tiles keep more SMs busy
 
 
-def _row_default(dtype, dims):
+def _row_default(dtype, dims, widest=16384):
     # A row that fits one chunk (N <= TN) is read once; the smallest such TN keeps registers low.
     # Short rows: several rows per block so a block still moves a useful amount of data.
-    # fp32 rows hold twice the bytes: a 16384-wide fp32 row spills (cuobjdump: STL), so fp32 stops at
-    # 8192 with occupancy 2 and loops beyond.
+    # Spills (cuobjdump --dump-resource-usage, sm_90) bound the single-read width: a 16384-wide fp32
+    # row spills, so fp32 stops at 8192 (occupancy 2); rms_norm/layer_norm keep w (and b) beside the
+    # row and spill at 16384 even in 16-bit, so they stop at 8192 (`widest`); wider rows loop.
     n = dims.get("N", 1 << 30)
     if n <= 512:
         return {"TM": 4, "TN": 512, "OCC": 4}
     if dtype == torch.float32:
         single = ((1024, 4), (4096, 4), (8192, 2))
     else:
-        single = ((1024, 4), (4096, 4), (8192, 4), (16384, 2))
+        single = tuple(c for c in ((1024, 4), (4096, 4), (8192, 4), (16384, 2)) if c[0] <= widest)
     for tn, occ in single:
         if n <= tn:
             return {"TM": 1, "TN": tn, "OCC": occ}
@@ -79,8 +80,8 @@ DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     "vector_add": lambda dtype, dims: {"TILE": 4096 if dims.get("N", 1 << 30) >= 1 << 20 else 1024},
     "transpose": lambda dtype, dims: {"TM": 32, "TN": 32} if dtype == torch.float32 else {"TM": 64, "TN": 64},
     "softmax": _row_default,
-    "rms_norm": _row_default,
-    "layer_norm": _row_default,
+    "rms_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
+    "layer_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
     "silu_and_mul": lambda dtype, dims: {"TM": 4, "TN": 256},
     # 16-bit: 32 positions at 4 CTAs/SM (OCC 8 caps at 64 registers and spills a little on sm_90;
     # the sweep can still pick it); fp32 tiles are twice the bytes, so 16 positions.
