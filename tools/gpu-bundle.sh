@@ -6,6 +6,8 @@
 #                     Python, unpacked into one folder that run.sh puts on PYTHONPATH
 #   run.sh            unpacks, sets the environment (CUDA_HOME removed), runs doctor + suite or benchmark
 # Build it where the extensions were built for the node's Python (cp312 here).
+# NODE_ARCHS (default 90: H100/H200) picks the SM archs of the C++ extension built for the node: all four
+# archs' cubins (~62 MB, ~10 MB xz) would not fit beside the toolchain in 60 MiB; "all" keeps the full build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=gpu-bundle
@@ -29,7 +31,17 @@ mkdir -p "$stage/wheels" "$stage/site"
 for w in build/wheels/tilerosetta_cutile_rs-*.whl; do [ -f "$w" ] && cp "$w" "$stage/wheels/"; done
 for w in "$stage"/wheels/*.whl; do .venv/bin/python -m zipfile -e "$w" "$stage/site"; done
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
-so=$(ls "$site"/tilerosetta_tile_cpp*.so build/*/cpp/tilerosetta_tile_cpp*.so 2>/dev/null | head -1 || true)
+archs=${NODE_ARCHS:-90}
+if [ "$archs" = all ]; then
+  so=$(ls "$site"/tilerosetta_tile_cpp*.so build/*/cpp/tilerosetta_tile_cpp*.so 2>/dev/null | head -1 || true)
+else
+  echo "gpu-bundle: building the C++ extension for sm_${archs// /,sm_} (NODE_ARCHS)"
+  tag=$(echo "$archs" | tr ' ' '-')
+  CMAKE_ARGS="-DTR_TILE_ARCHS=${archs// /;}" .venv/bin/python -m pip wheel -q --no-build-isolation --no-deps . \
+    -w "$stage/cpp" --config-settings=build-dir="build/node-sm$tag" >/dev/null
+  .venv/bin/python -m zipfile -e "$stage"/cpp/tilerosetta-*.whl "$stage/cpp/x"
+  so=$(ls "$stage"/cpp/x/tilerosetta_tile_cpp*.so 2>/dev/null | head -1 || true)
+fi
 [ -n "$so" ] && cp "$so" "$stage/site/" || echo "gpu-bundle: no tile_cpp extension built (make build-python); the bundle has none"
 tar -C "$stage/site" -cf - . | xz -T0 -9e > $out/site.tar.xz
 echo "gpu-bundle: site.tar.xz holds: $(ls "$stage/site" | tr '\n' ' ')"
