@@ -60,6 +60,22 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("op_name", selected_ops(metafunc.config))
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist --dist loadgroup keeps a group in one worker")
+
+
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist `--dist loadgroup`, keep each backend x op in one worker: a kernel fault (illegal
+    address) leaves that process's CUDA context unusable, and it must not take other backends down with it."""
+    for item in items:
+        params = getattr(item, "callspec", None)
+        params = params.params if params else {}
+        backend = params.get("backend_name") or (params.get("conf_case") or (None,))[0]
+        op = params.get("op_name") or (params.get("conf_case") or (None, None))[1]
+        if backend:
+            item.add_marker(pytest.mark.xdist_group(f"{backend}-{op or 'misc'}"))
+
+
 @pytest.fixture
 def backend(request, backend_name):
     b = backends.get(backend_name)

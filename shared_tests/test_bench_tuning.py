@@ -113,3 +113,16 @@ def test_spread_keeps_ends_and_count():
     assert len({p["i"] for p in picked}) == 8
     assert spread(space[:5], 8) == space[:5]
     assert spread(space, None) == space
+
+
+def test_write_best_keeps_the_table_when_the_default_is_faster(tmp_path):
+    rec = {"type": "result", "backend": "tunable", "op": "vector_add", "dtype": "fp32", "case": "N1000",
+           "dims": {"N": 1000}, "status": "ok", "method": "cuda_graph"}
+    recs = [{**rec, "config": {"<default>": True}, "sweep_default": True, "timing": {"median_ms": 1.0}},
+            {**rec, "config": {"BLOCK": 64}, "sweep_default": False, "timing": {"median_ms": 1.2}}]
+    table = tmp_path / "tuned.json"
+    assert sweep.write_best(recs, "sm_90", "s.jsonl", table=table) is None
+    assert not table.exists()
+    recs[1]["timing"]["median_ms"] = 0.8
+    assert sweep.write_best(recs, "sm_90", "s.jsonl", table=table)
+    assert tuning.lookup("tunable", "vector_add", "fp32", "sm_90", {"N": 1000}, path=table) == {"BLOCK": 64}

@@ -7,6 +7,8 @@ tensors: the module validates before it touches the driver, so a bad call must b
 
 from __future__ import annotations
 
+import os
+
 import math
 import struct
 
@@ -51,15 +53,21 @@ def fakes(op, dims, dtype=torch.float32):
 
 
 # ---- the embedded cubins ----------------------------------------------------------------------------
+# The committed build (CI) embeds all four archs; a GPU node's bundle is built for its own arch only
+# (tools/gpu-bundle.sh NODE_ARCHS), and run.sh says so through TILEROSETTA_TILE_CPP_ARCHS.
+EXPECTED_ARCHS = tuple(a for a in os.environ.get("TILEROSETTA_TILE_CPP_ARCHS", ",".join(toolchain.COMPILE_ARCHS))
+                       .split(",") if a)
+
+
 def test_every_op_dtype_has_a_cubin_for_each_arch():
     listed = {(op, dt, arch) for op, dt, arch, _size in mod.cubins()}
     want = {(op, dtype_name(d), arch) for op in OP_NAMES for d in SPECS[op].dtypes
-            for arch in toolchain.COMPILE_ARCHS}
+            for arch in EXPECTED_ARCHS}
     assert not want - listed, f"missing cubins: {sorted(want - listed)}"
-    assert sorted(mod.ARCHS) == sorted(toolchain.COMPILE_ARCHS)
+    assert sorted(mod.ARCHS) == sorted(EXPECTED_ARCHS)
 
 
-@pytest.mark.parametrize("arch", toolchain.COMPILE_ARCHS)
+@pytest.mark.parametrize("arch", EXPECTED_ARCHS)
 @pytest.mark.parametrize("op", OP_NAMES)
 def test_cubin_is_a_cuda_elf_holding_every_kernel(op, arch):
     blob = mod.cubin(op, arch)

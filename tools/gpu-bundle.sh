@@ -23,7 +23,7 @@ if [ "$(cat $out/toolchain.sha 2>/dev/null)" != "$stamp" ]; then
 fi
 # site.tar.xz: cuda-tile and our Rust wheel unpacked (a wheel with no scripts installs by unzipping) plus the
 # C++ extension, as one xz stream: the cubins and shared objects compress far better together than as wheels.
-rm -rf $out/wheels $out/ext.tar.xz $out/site.tar.xz
+rm -rf $out/wheels $out/ext.tar.xz $out/site.tar.xz $out/tile-cpp-archs
 stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/wheels" "$stage/site"
 .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -41,6 +41,7 @@ else
     -w "$stage/cpp" --config-settings=build-dir="build/node-sm$tag" >/dev/null
   .venv/bin/python -m zipfile -e "$stage"/cpp/tilerosetta-*.whl "$stage/cpp/x"
   so=$(ls "$stage"/cpp/x/tilerosetta_tile_cpp*.so 2>/dev/null | head -1 || true)
+  echo "$archs" | sed 's/\([0-9][0-9]*\)/sm_\1/g; s/ /,/g' > $out/tile-cpp-archs
 fi
 [ -n "$so" ] && cp "$so" "$stage/site/" || echo "gpu-bundle: no tile_cpp extension built (make build-python); the bundle has none"
 tar -C "$stage/site" -cf - . | xz -T0 -9e > $out/site.tar.xz

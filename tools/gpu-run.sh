@@ -22,6 +22,8 @@ unset CUDA_HOME CUDA_PATH
 export PATH="$TILEROSETTA_TOOLCHAIN/bin:$PATH"
 export PYTHONPATH="$repo/python:$work/site${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+# The C++ extension in this bundle may hold cubins for the node's arch only (gpu-bundle NODE_ARCHS).
+[ -f "$here/tile-cpp-archs" ] && export TILEROSETTA_TILE_CPP_ARCHS=$(cat "$here/tile-cpp-archs")
 logs=${LOGDIR:-$repo/gpu-logs}; mkdir -p "$logs"
 cmd=${1:-test}; shift || true
 case "$cmd" in

@@ -23,7 +23,7 @@ stamp() { echo "== $1: $(( $(date +%s) - t0 )) s"; }
   gpu-bundle/run.sh doctor
 } > "$out/machine.txt" 2>&1
 stamp "unpack+doctor"
-timeout "${T_SUITE:-240}" gpu-bundle/run.sh test --backend "$backends" -n "${SUITE_WORKERS:-16}" \
+timeout "${T_SUITE:-240}" gpu-bundle/run.sh test --backend "$backends" -n "${SUITE_WORKERS:-16}" --dist loadgroup \
   --ignore=shared_tests/test_bench_gpu.py --junitxml="$out/junit.xml" | tail -25
 stamp "suite"
 timeout 120 gpu-bundle/run.sh shell python3 -m pytest shared_tests/test_bench_gpu.py -q -rs -p no:cacheprovider \

@@ -63,16 +63,25 @@ def _gemm_default(dtype, dims):
     if dtype == torch.float32:
         big = -(-m // 128) * -(-n // 128) * bt >= H200_SMS
         return {"TM": 128, "TN": 128, "TK": 32, "W": 0} if big else {"TM": 64, "TN": 64, "TK": 32, "W": 0}
-    if -(-m // 128) * -(-n // 256) * bt >= H200_SMS:
-        return {"TM": 128, "TN": 256, "TK": 64, "W": 8}
     if -(-m // 128) * -(-n // 128) * bt >= H200_SMS:
         return {"TM": 128, "TN": 128, "TK": 64, "W": 0}
     return {"TM": 64, "TN": 64, "TK": 64, "W": 0}
 
 
 def _attention_default(dtype, dims):
-    # D = 128 with a 128 x 128 accumulator spills unless 8 worker warps hold it (cuobjdump: STL).
-    return {"TQ": 128, "TK": 64, "W": 8} if dims.get("D", 64) == 128 else {"TQ": 128, "TK": 64, "W": 0}
+    # D = 128 spills a little without 8 worker warps (cuobjdump: STL), but see UNSAFE_CONFIGS.
+    return {"TQ": 128, "TK": 64, "W": 0}
+
+
+# Instantiated configurations kept out of defaults and sweeps because they fault on the H200: the W=8
+# (num_worker_warps_per_cta=8) kernels of matmul/bmm (128x256x64) and attention (D=128) raised "illegal
+# memory access" in H200 run 3 (2026-11-30), at bench sizes and in conformance; the W=0 kernels of the
+# same ops passed. Cause not established yet (the same hint works in cuTile Python).
+UNSAFE_CONFIGS = {"matmul": ({"W": 8},), "bmm": ({"W": 8},), "attention": ({"W": 8},)}
+
+
+def _unsafe(op: str, cfg: dict) -> bool:
+    return any(all(cfg.get(k) == v for k, v in bad.items()) for bad in UNSAFE_CONFIGS.get(op, ()))
 
 
 # op -> fn(dtype, dims) -> config (a subset of the template arguments; attention's D comes from the call).
@@ -183,7 +192,7 @@ class TileCppBackend(Backend):
         space = []
         for k in self._candidates(op, dtype):
             cfg = {key: v for key, v in k["config"].items() if key not in fixed}
-            if cfg not in space:
+            if cfg not in space and not _unsafe(op, cfg):
                 space.append(cfg)
         return space
 

@@ -97,6 +97,8 @@ def write_best(recs: list[dict], arch: str, source: str, table=tuning.TABLE) -> 
     if b is None:
         return None
     default = next((r for r in recs if r.get("sweep_default") and r.get("status") == "ok"), None)
+    if default and default["timing"]["median_ms"] <= b["timing"]["median_ms"]:
+        return None  # the backend's default is at least as fast: keep the table as it is
     evidence = {"median_ms": round(b["timing"]["median_ms"], 6), "case": b["case"], "date": now_iso()[:10],
                 "source": source, "method": b.get("method")}
     if default:

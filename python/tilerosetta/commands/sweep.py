@@ -75,7 +75,7 @@ def run(args) -> int:
             if args.write_best:
                 key = sweep.write_best(recs, arch, str(path.name))
                 written.append(key)
-                console.print(f"tuned_configs.json: {key or 'no correct configuration, nothing written'}")
+                console.print(f"tuned_configs.json: {key or 'nothing written (no correct configuration beat the default)'}")
             if any(r.get("fatal") for r in recs):
                 console.print("[red]fatal CUDA error: stopping the sweep[/]")
                 return 1
