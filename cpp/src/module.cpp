@@ -100,7 +100,7 @@ void launch(const std::string& kernel, const py::sequence& tensors, const py::di
   const tr::KernelInfo& k = find_kernel(kernel);
   if (!has_cubin(k.op)) throw std::runtime_error("tile_cpp." + k.op + ": no cubin of this op was built");
   try {
-    tr::CUfunction f = tr::get_function(plan.device, k.op, plan.function);
+    tr::CUfunction f = tr::get_function(plan.device, k.op, k.name);
     std::vector<void*> args;
     size_t p = 0, i = 0, fl = 0;
     for (char kind : plan.kinds) {
@@ -108,7 +108,7 @@ void launch(const std::string& kernel, const py::sequence& tensors, const py::di
       else if (kind == 'i') args.push_back(&plan.ints[i++]);
       else args.push_back(&plan.floats[fl++]);
     }
-    tr::launch(plan.device, f, plan.grid, args.data(), stream, plan.function);
+    tr::launch(plan.device, f, plan.grid, args.data(), stream, k.name);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("tile_cpp." + k.op + ": " + e.what());
   }
@@ -165,8 +165,6 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
     d["dims"] = p.dims;
     d["ints"] = p.ints;
     d["floats"] = p.floats;
-    d["aligned"] = p.aligned;
-    d["function"] = p.function;
     return d;
   }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(),
      "Check a call and return its launch plan without launching (no GPU needed).");

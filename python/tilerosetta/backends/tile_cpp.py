@@ -8,12 +8,7 @@ runs at call time.
 
 Tile sizes are template arguments: the module holds a small table of instantiated configs per op and
 dtype (cpp/include/tr_kernels.h). This adapter chooses among them: DEFAULTS below (by op, dtype and
-problem size), or whatever `set_config` forced (tile-size sweeps). Some configs carry compiler hints
-as keys too: OCC (occupancy) for the row ops and rope, W (worker warps) for matmul/bmm/attention.
-
-Each config is compiled twice, generic and `_a16` (pointers 16-byte aligned, row strides multiples of
-16 bytes: TMA and 128-bit loads); the module picks the twin per call from the tensors, so the adapter
-never has to (cpp/README.md).
+problem size), or whatever `set_config` forced (tile-size sweeps).
 """
 
 from __future__ import annotations
@@ -37,51 +32,16 @@ except ImportError as exc:  # not built here (no tile-capable nvcc at build time
 H200_SMS = 132  # below this many output tiles, smaller GEMM tiles keep more SMs busy
 
 
-def _row_default(dtype, dims, widest=16384):
-    # A row that fits one chunk (N <= TN) is read once; the smallest such TN keeps registers low.
+def _row_default(dtype, dims):
     # Short rows: several rows per block so a block still moves a useful amount of data.
-    # Spills (cuobjdump --dump-resource-usage, sm_90) bound the single-read width: a 16384-wide fp32
-    # row spills, so fp32 stops at 8192 (occupancy 2); rms_norm/layer_norm keep w (and b) beside the
-    # row and spill at 16384 even in 16-bit, so they stop at 8192 (`widest`); wider rows loop.
-    n = dims.get("N", 1 << 30)
-    if n <= 512:
-        return {"TM": 4, "TN": 512, "OCC": 4}
-    if dtype == torch.float32:
-        single = ((1024, 4), (4096, 4), (8192, 2))
-    else:
-        single = tuple(c for c in ((1024, 4), (4096, 4), (8192, 4), (16384, 2)) if c[0] <= widest)
-    for tn, occ in single:
-        if n <= tn:
-            return {"TM": 1, "TN": tn, "OCC": occ}
-    return {"TM": 1, "TN": 1024, "OCC": 4}
+    return {"TM": 4, "TN": 512} if dims.get("N", 1 << 30) <= 512 else {"TM": 1, "TN": 1024}
 
 
 def _gemm_default(dtype, dims):
-    # 128x256 tiles with 8 worker warps (what cuTile Python reaches 91% of torch.mm with) when there
-    # are enough of them to fill the SMs; 128x128, then 64x64, for smaller problems.
-    m, n, bt = dims.get("M", 1 << 20), dims.get("N", 1 << 20), dims.get("Bt", 1)
-    if dtype == torch.float32:
-        big = -(-m // 128) * -(-n // 128) * bt >= H200_SMS
-        return {"TM": 128, "TN": 128, "TK": 32, "W": 0} if big else {"TM": 64, "TN": 64, "TK": 32, "W": 0}
-    if -(-m // 128) * -(-n // 128) * bt >= H200_SMS:
-        return {"TM": 128, "TN": 128, "TK": 64, "W": 0}
-    return {"TM": 64, "TN": 64, "TK": 64, "W": 0}
-
-
-def _attention_default(dtype, dims):
-    # D = 128 spills a little without 8 worker warps (cuobjdump: STL), but see UNSAFE_CONFIGS.
-    return {"TQ": 128, "TK": 64, "W": 0}
-
-
-# Instantiated configurations kept out of defaults and sweeps because they fault on the H200: the W=8
-# (num_worker_warps_per_cta=8) kernels of matmul/bmm (128x256x64) and attention (D=128) raised "illegal
-# memory access" in H200 run 3 (2026-11-30), at bench sizes and in conformance; the W=0 kernels of the
-# same ops passed. Cause not established yet (the same hint works in cuTile Python).
-UNSAFE_CONFIGS = {"matmul": ({"W": 8},), "bmm": ({"W": 8},), "attention": ({"W": 8},)}
-
-
-def _unsafe(op: str, cfg: dict) -> bool:
-    return any(all(cfg.get(k) == v for k, v in bad.items()) for bad in UNSAFE_CONFIGS.get(op, ()))
+    tiles = -(-dims.get("M", 1 << 20) // 128) * -(-dims.get("N", 1 << 20) // 128) * dims.get("Bt", 1)
+    big = tiles >= H200_SMS
+    tk = 32 if dtype == torch.float32 else 64
+    return {"TM": 128, "TN": 128, "TK": tk} if big else {"TM": 64, "TN": 64, "TK": tk}
 
 
 # op -> fn(dtype, dims) -> config (a subset of the template arguments; attention's D comes from the call).
@@ -89,16 +49,13 @@ DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     "vector_add": lambda dtype, dims: {"TILE": 4096 if dims.get("N", 1 << 30) >= 1 << 20 else 1024},
     "transpose": lambda dtype, dims: {"TM": 32, "TN": 32} if dtype == torch.float32 else {"TM": 64, "TN": 64},
     "softmax": _row_default,
-    "rms_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
-    "layer_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
+    "rms_norm": _row_default,
+    "layer_norm": _row_default,
     "silu_and_mul": lambda dtype, dims: {"TM": 4, "TN": 256},
-    # 16-bit: 32 positions at 4 CTAs/SM (OCC 8 caps at 64 registers and spills a little on sm_90;
-    # the sweep can still pick it); fp32 tiles are twice the bytes, so 16 positions.
-    "rope": lambda dtype, dims: {"TS": 16, "TD": 64, "OCC": 4} if dtype == torch.float32
-    else {"TS": 32, "TD": 64, "OCC": 4},
+    "rope": lambda dtype, dims: {"TS": 16, "TD": 64},
     "matmul": _gemm_default,
     "bmm": _gemm_default,
-    "attention": _attention_default,
+    "attention": lambda dtype, dims: {"TQ": 128, "TK": 64},
 }
 CALL_FIXED = {"attention": ("D",)}  # template arguments fixed by the call's shapes, not tunable
 
@@ -192,7 +149,7 @@ class TileCppBackend(Backend):
         space = []
         for k in self._candidates(op, dtype):
             cfg = {key: v for key, v in k["config"].items() if key not in fixed}
-            if cfg not in space and not _unsafe(op, cfg):
+            if cfg not in space:
                 space.append(cfg)
         return space
 
