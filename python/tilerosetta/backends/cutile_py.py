@@ -74,7 +74,7 @@ class CuTilePyBackend(Backend):
             import cuda.tile as ct
 
             toolchain.activate()  # idempotent; a JIT compile may happen inside ct.launch
-            cfg = self.config_for(op, tensors[0].dtype, _dims(spec, tensors[:n_tensors]))
+            cfg = self.config_for(op, tensors[0].dtype, spec.dims_of(tensors[:n_tensors]))
             launches = prepare_fn(op)(*tensors, cfg, **params)
             stream = torch.cuda.current_stream()
             for launch in launches:
@@ -132,13 +132,3 @@ def _tuned(op, dtype, dims):
     except ImportError:  # no tuning table in this checkout
         return None
     return tuning.lookup("cutile_py", op, dtype, toolchain.device_arch(), dims)
-
-
-def _dims(spec, tensors) -> dict[str, int]:
-    """The spec's plain dimension symbols bound from (already validated) tensors, for size classes."""
-    dims: dict[str, int] = {}
-    for shape, t in zip(list(spec.inputs.values()) + list(spec.outputs.values()), tensors):
-        for sym, extent in zip(shape, t.shape):
-            if sym.isidentifier():
-                dims.setdefault(sym, int(extent))
-    return dims

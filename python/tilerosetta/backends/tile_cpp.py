@@ -68,17 +68,6 @@ def _tuned(op, dtype, dims):
     return tuning.lookup("tile_cpp", op, dtype, toolchain.device_arch(), dims)
 
 
-def _bind_dims(spec, tensors) -> dict[str, int]:
-    """The spec's plain dimension symbols from already validated tensors."""
-    dims: dict[str, int] = {}
-    shapes = list(spec.inputs.values()) + list(spec.outputs.values())
-    for t, shape in zip(tensors, shapes):
-        for extent, sym in zip(t.shape, shape):
-            if sym.isidentifier():
-                dims.setdefault(sym, int(extent))
-    return dims
-
-
 class TileCppBackend(Backend):
     name = "tile_cpp"
     language = "CUDA Tile C++"
@@ -132,7 +121,7 @@ class TileCppBackend(Backend):
         spec = get_spec(op)
 
         def fn(*tensors, **params):
-            dims = _bind_dims(spec, tensors)
+            dims = spec.dims_of(tensors)
             kernel = self.kernel_for(op, tensors[0].dtype, dims)
             stream = torch.cuda.current_stream(tensors[0].device).cuda_stream
             _mod.launch(kernel, list(tensors), params, stream)
