@@ -162,14 +162,7 @@ def table_config(op: str, dtype, dims: dict[str, int] | None = None) -> dict[str
 
 def spec_dims(op: str, tensors) -> dict[str, int]:
     """Bind the spec's plain symbols (M, N, K, S, ...) from actual shapes."""
-    spec = SPECS[op]
-    dims: dict[str, int] = {}
-    sym = {**spec.inputs, **spec.outputs}
-    for t, name in zip(tensors, list(spec.inputs) + list(spec.outputs)):
-        for extent, e in zip(t.shape, sym[name]):
-            if e.isidentifier():
-                dims.setdefault(e, int(extent))
-    return dims
+    return SPECS[op].dims_of(tensors)
 
 
 # ---- finding Julia without importing juliacall -------------------------------------------------------
