@@ -59,7 +59,7 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "softmax": {"fp32": dict(_ROW32), "*": dict(_ROW16)},
     "rms_norm": {"fp32": dict(_ROW32), "*": dict(_ROW16)},
     "layer_norm": {"fp32": dict(_ROW32), "*": dict(_ROW16)},
-    "rope": {"*": {"TS": 32, "OCC": 8}},  # 64 regs, no spills: 8 blocks x 8 KB of q per SM
+    "rope": {"*": {"TS": 16, "OCC": 8}},  # 55 regs, 6 LDG.128 in flight per thread (exact kernel)
     "matmul": {"fp32": dict(_MM32), "*": dict(_MM16)},
     "bmm": {"fp32": dict(_MM32), "*": dict(_MM16)},
     # 8 worker warps = two consumer warpgroups of 64 query rows each (168 regs, no spills at BN=128);
