@@ -115,6 +115,22 @@ def test_spread_keeps_ends_and_count():
     assert spread(space, None) == space
 
 
+def test_where_selects_groups_and_refuses_unknown_keys():
+    from tilerosetta.bench.sweep import parse_where, select
+
+    space = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w} for m in (64, 128) for n in (64, 128) for w in (4, 8)]
+    assert parse_where("BLOCK_N=128, num_warps=4") == {"BLOCK_N": 128, "num_warps": 4}
+    picked = select(space, [parse_where("BLOCK_N=128,num_warps=4"), parse_where("BLOCK_M=64,BLOCK_N=64")])
+    assert picked == [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}, {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8},
+                      {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4}, {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4}]
+    assert select(space, []) == space
+    with pytest.raises(ValueError, match="BLOCK_Q"):
+        select(space, [parse_where("BLOCK_Q=1")])
+    for bad in ("BLOCK_N", "BLOCK_N=x", "=3"):
+        with pytest.raises(ValueError):
+            parse_where(bad)
+
+
 def test_write_best_keeps_the_table_when_the_default_is_faster(tmp_path):
     rec = {"type": "result", "backend": "tunable", "op": "vector_add", "dtype": "fp32", "case": "N1000",
            "dims": {"N": 1000}, "status": "ok", "method": "cuda_graph"}

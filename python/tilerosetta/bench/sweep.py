@@ -23,6 +23,33 @@ def config_label(cfg: dict | None) -> str:
     return ",".join(f"{k}={v}" for k, v in (cfg or {}).items()) or "{}"
 
 
+def parse_where(text: str) -> dict[str, int]:
+    """'BLOCK_N=128,num_warps=4' -> {'BLOCK_N': 128, 'num_warps': 4} (values are ints, as in every space)."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise ValueError(f"expected KEY=VALUE, got {part!r}")
+        try:
+            out[key.strip()] = int(value)
+        except ValueError:
+            raise ValueError(f"{key.strip()}: expected an integer, got {value!r}") from None
+    return out
+
+
+def select(space: list[dict], where: list[dict[str, int]]) -> list[dict]:
+    """The configurations matching any of the `where` groups (all of one group's pairs); all when none given.
+    A key that no configuration has is an error (a typo would otherwise silently select nothing)."""
+    if not where:
+        return list(space)
+    known = set().union(*(c.keys() for c in space)) if space else set()
+    for group in where:
+        unknown = set(group) - known
+        if unknown:
+            raise ValueError(f"unknown config key(s) {sorted(unknown)}; this space has {sorted(known)}")
+    return [c for c in space if any(all(c.get(k) == v for k, v in g.items()) for g in where)]
+
+
 def spread(space: list[dict], max_configs: int | None) -> list[dict]:
     """At most max_configs configurations evenly spread over the space (deterministic; first and last kept).
     Large spaces (Triton's matmul has >100) would otherwise cost minutes of JIT compilation per case."""
@@ -35,8 +62,9 @@ def spread(space: list[dict], max_configs: int | None) -> list[dict]:
 
 
 def sweep_case(backend: Backend, spec: OpSpec, dtype, case: Case, writer: ResultsWriter, settings: Settings,
-               ceilings=None, timer=None, on_config=None, max_configs: int | None = None) -> list[dict]:
-    space = spread(backend.config_space(spec.name, dtype), max_configs)
+               ceilings=None, timer=None, on_config=None, max_configs: int | None = None,
+               where: list[dict[str, int]] | None = None) -> list[dict]:
+    space = spread(select(backend.config_space(spec.name, dtype), where or []), max_configs)
     if not space:
         raise ValueError(f"{backend.name}.{spec.name}: no config space for {dtype_name(dtype)} "
                          f"(config_space returned [])")

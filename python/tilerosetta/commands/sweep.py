@@ -45,6 +45,11 @@ def run(args) -> int:
     except ValueError as exc:
         console.print(f"[red]{exc}[/]")
         return 2
+    try:
+        where = [sweep.parse_where(w) for w in args.where]
+    except ValueError as exc:
+        console.print(f"[red]--where: {exc}[/]")
+        return 2
     if not backend.config_space(spec.name, dtype):
         console.print(f"[red]{backend.name}.{spec.name} has no config space for {args.dtype}[/]")
         return 2
@@ -59,7 +64,7 @@ def run(args) -> int:
             with console.status(f"{backend.name} {spec.name} {args.dtype} {case.name}") as st:
                 recs = sweep.sweep_case(backend, spec, dtype, case, w, settings,
                                         on_config=lambda label: st.update(f"{case.name}: {label}"),
-                                        max_configs=args.max_configs)
+                                        max_configs=args.max_configs, where=where)
             table = Table(title=f"{backend.name} {spec.name} {args.dtype} {case.name}")
             for h in ("config", "status", "median", "p20-p80", "first call ms"):
                 table.add_column(h)
@@ -96,6 +101,9 @@ def register(sub):
     p.add_argument("--rep-ms", type=float, default=100.0)
     p.add_argument("--max-configs", type=int, default=None,
                    help="try at most this many configurations, evenly spread over the space (default: all)")
+    p.add_argument("--where", action="append", default=[], metavar="K=V[,K=V...]",
+                   help="keep only configurations matching these key=value pairs; repeat for alternatives "
+                        "(e.g. --where BLOCK_N=128 --where BLOCK_M=64,num_warps=4); applied before --max-configs")
     p.add_argument("--write-best", action="store_true",
                    help="write the fastest correct config per size class into python/tilerosetta/tuned_configs.json")
     p.add_argument("--out-dir", "--out", dest="out_dir", default=str(RESULTS_DIR))
