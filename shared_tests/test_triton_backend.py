@@ -50,12 +50,27 @@ def test_looped_row_kernels(triton_backend, op, dtype, m, n):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_name)
 @pytest.mark.parametrize("blocks", [(32, 64), (64, 32), (16, 16)])
 @pytest.mark.parametrize("s,causal", [(1, True), (17, True), (100, False), (100, True), (129, True)])
-def test_attention_uneven_blocks(triton_backend, dtype, blocks, s, causal):
+@pytest.mark.parametrize("tma", [0, 1], ids=["ptr", "tma"])
+def test_attention_uneven_blocks(triton_backend, dtype, blocks, s, causal, tma):
     # BLOCK_M != BLOCK_N moves the causal diagonal inside key blocks and splits the two stages
-    # differently from the default tiles.
-    cfg = {"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}
+    # differently from the default tiles. tma=1: tensor descriptors, whose zero-fill / clipping at S
+    # (per head: H=2 puts a second head right after the first) replaces the masks.
+    cfg = {"BLOCK_M": blocks[0], "BLOCK_N": blocks[1], "TMA": tma}
     _check(triton_backend, "attention", dtype, Case({"B": 1, "H": 2, "S": s, "D": 64}, {"causal": causal}), cfg,
            seed=s)
+
+
+def test_attention_tma_builds_descriptors(triton_backend, monkeypatch):
+    from tilerosetta.kernels.triton import attention
+
+    made = []
+    real = attention.TensorDescriptor.from_tensor
+    monkeypatch.setattr(attention.TensorDescriptor, "from_tensor",
+                        staticmethod(lambda t, block, **kw: made.append((tuple(t.shape), block)) or real(t, block, **kw)))
+    _check(triton_backend, "attention", torch.float16, Case({"B": 2, "H": 1, "S": 40, "D": 64}, {"causal": True}),
+           {"BLOCK_M": 32, "BLOCK_N": 16, "TMA": 1})
+    assert made == [((2, 40, 64), [1, 32, 64]), ((2, 40, 64), [1, 16, 64]), ((2, 40, 64), [1, 16, 64]),
+                    ((2, 40, 64), [1, 32, 64])]
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=dtype_name)

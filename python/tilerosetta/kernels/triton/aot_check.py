@@ -66,9 +66,18 @@ def variants(op, dtype, dims, cfg):
         return [(matmul.matmul_kernel, sig, {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
                  | {"INPUT_PRECISION": prec}, w, s)]
     if op == "attention":
-        sig = {"q_ptr": t, "k_ptr": t, "v_ptr": t, "out_ptr": t, "S": "i32", "qk_scale": "fp32"}
-        return [(attention.attention_kernel, sig, {"HEAD_D": dims["D"], "CAUSAL": causal, "BLOCK_M": cfg["BLOCK_M"],
-                                                   "BLOCK_N": cfg["BLOCK_N"]}, w, s) for causal in (False, True)]
+        # Both load paths, whatever the table's default: pointers, and tensor descriptors (TMA=1).
+        bm, bn, d, e = cfg["BLOCK_M"], cfg["BLOCK_N"], dims["D"], _TT[dtype_name(dtype)]
+        out = []
+        for tma in (False, True):
+            if tma:
+                desc = {n: f"tensordesc<{e}[1,{blk},{d}]>" for n, blk in
+                        (("q_ptr", bm), ("k_ptr", bn), ("v_ptr", bn), ("out_ptr", bm))}
+            sig = {**({"q_ptr": t, "k_ptr": t, "v_ptr": t, "out_ptr": t} if not tma else desc),
+                   "S": "i32", "qk_scale": "fp32"}
+            out += [(attention.attention_kernel, sig, {"HEAD_D": d, "CAUSAL": causal, "BLOCK_M": bm,
+                                                       "BLOCK_N": bn, "TMA": tma}, w, s) for causal in (False, True)]
+        return out
     raise KeyError(op)
 
 

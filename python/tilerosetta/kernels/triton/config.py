@@ -36,14 +36,15 @@ _GPU: dict[str, dict[str, dict[str, Any]]] = {
                      "num_stages": 3},
                "fp32": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
                         "num_stages": 3}},
-    "attention": {"*": {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}},
+    # TMA: 1 = tensor-descriptor loads/stores (attention.py); 0 = pointer loads (cp.async).
+    "attention": {"*": {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "TMA": 0}},
 }
 _GPU["bmm"] = _GPU["matmul"]
 
 # Small problems waste most of a 128x256 tile: below these sizes the GPU uses a smaller one.
 _MATMUL_SMALL_M = 64
 _MATMUL_SMALL = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4}
-_ATTENTION_D64 = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+_ATTENTION_D64 = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": 0}
 
 _INTERPRET: dict[str, dict[str, Any]] = {
     "vector_add": {"BLOCK": 8192},
@@ -108,8 +109,8 @@ def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
                 out.append({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": w,
                             "num_stages": s})
     elif op == "attention":
-        out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s}
-               for m, n, w, s in itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4))]
+        out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s, "TMA": t}
+               for t, m, n, w, s in itertools.product((0, 1), (64, 128), (32, 64, 128), (4, 8), (2, 3, 4))]
     return out
 
 
