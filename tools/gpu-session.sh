@@ -6,8 +6,10 @@
 #   3. tile-size sweeps that write the best configuration into tuned_configs.json ($SWEEPS)
 #   4. the benchmark, which then uses the tuned table
 # Usage: tools/gpu-session.sh OUTDIR   (needs gpu-bundle/ from `make gpu-bundle`)
-# Env: BACKENDS (default: all that run), SWEEPS ("backend:op:dtype:size ..."), MAX_CONFIGS (8),
-#      BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (16), per-step time limits T_SUITE, T_SWEEPS, T_BENCH (s).
+# Env: BACKENDS (default: all that run), SUITE_K ("backend=pytest -k expr;..." to narrow a backend's suite),
+#      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'), MAX_CONFIGS (8),
+#      PROBE=1 (tools/probe_tile_cpp.py after the suite), BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
+#      per-step time limits T_SUITE, T_PROBE, T_SWEEPS, T_BENCH (s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}
@@ -31,7 +33,8 @@ for b in ${backends//,/ }; do
   own=$(ls shared_tests/test_${b}_*.py 2>/dev/null | tr '\n' ' ')
   extra=""; [ "$b" = torch ] && extra=$(ls shared_tests/test_*.py | grep -v -e test_conformance -e test_random_shapes \
     -e test_bad_inputs -e test_bench_gpu -e test_cutile_py_ -e test_triton_ -e test_tile_cpp_ -e test_cutile_rs_ | tr '\n' ' ')
-  (timeout "${T_SUITE:-240}" gpu-bundle/run.sh shell python3 -m pytest -q -rs -p no:cacheprovider --backend "$b" \
+  k=""; for kv in ${SUITE_K//;/ }; do [ "${kv%%=*}" = "$b" ] && k="${kv#*=}"; done
+  (timeout "${T_SUITE:-240}" gpu-bundle/run.sh shell python3 -m pytest -q -rs -p no:cacheprovider --backend "$b" ${k:+-k "$k"} \
      -n "${SUITE_WORKERS:-3}" --junitxml="$suite/junit-$b.xml" shared_tests/test_conformance.py \
      shared_tests/test_random_shapes.py shared_tests/test_bad_inputs.py $own $extra > "$suite/test-$b.log" 2>&1) &
 done
@@ -42,14 +45,20 @@ stamp "suite"
 timeout 120 gpu-bundle/run.sh shell python3 -m pytest shared_tests/test_bench_gpu.py -q -rs -p no:cacheprovider \
   > "$out/extra.log" 2>&1; tail -3 "$out/extra.log"
 stamp "bench self-tests"
+if [ "${PROBE:-0}" = 1 ]; then
+  timeout "${T_PROBE:-150}" gpu-bundle/run.sh shell python3 tools/probe_tile_cpp.py --out "$out/probe.jsonl" \
+    --max-seconds "$(( ${T_PROBE:-150} - 10 ))" > "$out/probe.log" 2>&1; echo "probe: exit $?"; tail -40 "$out/probe.log"
+  stamp "probe"
+fi
 if [ -n "${SWEEPS:-}" ]; then
   sweeps=$(mktemp -d)
   end=$(( $(date +%s) + ${T_SWEEPS:-240} ))
   for s in $SWEEPS; do
-    IFS=: read -r b op dt size <<< "$s"
+    IFS=: read -r b op dt size where <<< "$s"
+    wargs=(); [ -n "$where" ] && for g in ${where//\// }; do wargs+=(--where "$g"); done
     left=$(( end - $(date +%s) )); [ $left -gt 10 ] || { echo "sweep budget spent: skipped $s" | tee -a "$out/extra.log"; continue; }
     timeout $left gpu-bundle/run.sh shell python3 -m tilerosetta sweep --backend "$b" --op "$op" --dtype "$dt" \
-      --size "$size" --max-configs "${MAX_CONFIGS:-8}" --write-best --out-dir "$sweeps" >> "$out/extra.log" 2>&1 \
+      --size "$size" "${wargs[@]}" --max-configs "${MAX_CONFIGS:-8}" --write-best --out-dir "$sweeps" >> "$out/extra.log" 2>&1 \
       || echo "sweep $s: exit $?" | tee -a "$out/extra.log"
     grep "tuned_configs.json:" "$out/extra.log" | tail -1
   done
