@@ -14,6 +14,8 @@ REGISTRY: dict[str, tuple[str, str, str]] = {
     "tile_cpp": ("tilerosetta.backends.tile_cpp", "TileCppBackend", "CUDA Tile C++ (pybind11)"),
     "cutile_rs": ("tilerosetta.backends.cutile_rs", "CuTileRsBackend", "cuTile-rs (PyO3)"),
     "cutile_jl": ("tilerosetta.backends.cutile_jl", "CuTileJlBackend", "cuTile.jl (juliacall)"),
+    # A peer, not one of ours: NVIDIA's own cuTile kernels, optional (included only where tilegym imports).
+    "tilegym": ("tilerosetta.backends.tilegym_peer", "TileGymPeer", "NVIDIA TileGym (peer)"),
 }
 BACKEND_NAMES = tuple(REGISTRY)
 _CACHE: dict[str, Backend] = {}
