@@ -382,3 +382,58 @@ def test_gpu_peer_forces_tilegym_to_cutile():
     assert tg.get_current_backend() == "cutile"
     ct = importlib.import_module("cuda.tile")
     assert getattr(ct.launch, "__name__", "") != "_patched_launch", "tilegym's launch wrapper left in place"
+
+
+# ---- the benchmark marks a peer ------------------------------------------------------------------------
+def test_runner_records_the_peer_note_and_environment_the_peer_label(tmp_path):
+    from bench_fakes import CountingBackend, fixed_timer
+
+    from tilerosetta.bench import environment, results, runner
+    from tilerosetta.specs import get_spec
+
+    class FakePeer(CountingBackend):
+        peer = "NVIDIA TileGym"
+
+        def peer_label(self):
+            return "NVIDIA TileGym 9.9"
+
+        def out_note(self, op):
+            return "includes out.copy_" if op == "softmax" else None
+
+    b = FakePeer("peerish")
+    assert environment.backend_info([b])["peerish"]["peer"] == "NVIDIA TileGym 9.9"
+    va, sm = get_spec("vector_add"), get_spec("softmax")
+    with results.ResultsWriter(tmp_path / "r.jsonl") as w:
+        recs = runner.Runner([b], w, runner.Settings(cpu=True), timer=fixed_timer(1.0)).run(
+            [(va, FP32, va.cases[2]), (sm, FP32, sm.cases[2])])
+    by_op = {r["op"]: r for r in recs}
+    assert by_op["softmax"]["status"] == "ok" and by_op["softmax"]["note"] == "includes out.copy_"
+    assert by_op["vector_add"]["status"] == "ok" and "note" not in by_op["vector_add"]
+
+
+def test_report_marks_the_peer_column_and_footnotes_its_copies():
+    import copy
+
+    from tilerosetta.bench import report, results
+
+    res = copy.deepcopy(results.load(results.FIXTURE))
+    res.meta["backends"]["tilegym"] = {"language": "NVIDIA TileGym (peer)", "available": True, "reason": "",
+                                       "versions": {"tilegym": "1.5.1"}, "device_type": "cuda",
+                                       "peer": "NVIDIA TileGym 1.5.1"}
+    torch_softmax = [r for r in res.results if r["backend"] == "torch" and r["op"] == "softmax"
+                     and r["status"] == "ok"]
+    assert torch_softmax, "fixture has no ok torch softmax result"
+    for r in torch_softmax:
+        res.results.append({**r, "backend": "tilegym", "note": "includes out.copy_(result)"})
+    header, rows = report.headline(res)
+    assert header[-1] == "tilegym — peer (NVIDIA TileGym 1.5.1)" and "torch" in header
+    softmax_row = next(row for row in rows if row[0] == "softmax")
+    assert softmax_row[-1].endswith("†"), softmax_row
+    assert not any(cell.endswith("†") for row in rows for cell in row[2:-1])
+    _, sections = report.build(res)
+    text = "\n".join(b.text for s in sections for b in s.blocks if b.kind == "p")
+    assert "Peers: tilegym = NVIDIA TileGym 1.5.1" in text
+    assert "† the timed call includes more than the peer's kernel: tilegym.softmax: includes out.copy_(result)" in text
+    env = dict(map(tuple, report.environment_rows(res)[1]))
+    assert env["backend tilegym"].startswith("peer (NVIDIA TileGym 1.5.1); tilegym 1.5.1")
+    assert any(row[3] == "tilegym (peer)" for row in report.results_table(res)[1])

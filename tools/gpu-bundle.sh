@@ -2,8 +2,9 @@
 # Build gpu-bundle/: everything an air-gapped GPU node (driver + Python + torch, no internet) needs to run
 # TileRosetta from a checkout of this repo, in under 60 MiB:
 #   toolchain.tar.xz  the pinned tileiras + ptxas + libnvvm trio (one release), xz with a 256 MiB dictionary
-#   site.tar.xz       cuda-tile, our Rust extension (abi3) and the C++ extension built for this venv's
-#                     Python, unpacked into one folder that run.sh puts on PYTHONPATH
+#   site.tar.xz       cuda-tile, our Rust extension (abi3), the C++ extension built for this venv's
+#                     Python and the optional peer tilegym, unpacked into one folder that run.sh puts on
+#                     PYTHONPATH
 #   run.sh            unpacks, sets the environment (CUDA_HOME removed), runs doctor + suite or benchmark
 # Build it where the extensions were built for the node's Python (cp312 here).
 # NODE_ARCHS (default 90: H100/H200) picks the SM archs of the C++ extension built for the node: all four
@@ -28,6 +29,12 @@ stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/wheels" "$stage/site"
 .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux2014_x86_64 -d "$stage/wheels" "cuda-tile==$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("cuda-tile"))')"
+# The optional peer, NVIDIA TileGym (pure Python, ~0.4 MB xz), without its declared deps: importing it and
+# running its cuTile ops needs only torch, numpy, triton (on the node) and cuda-tile (above); transformers,
+# pandas, cuda-core only serve its model wrappers, plots and TileCpp backend. TILEGYM=0 leaves it out.
+if [ "${TILEGYM:-1}" != 0 ]; then
+  .venv/bin/python -m pip download -q --no-deps --only-binary=:all: -d "$stage/wheels" "tilegym==${TILEGYM_VERSION:-1.5.1}"
+fi
 for w in build/wheels/tilerosetta_cutile_rs-*.whl; do [ -f "$w" ] && cp "$w" "$stage/wheels/"; done
 for w in "$stage"/wheels/*.whl; do .venv/bin/python -m zipfile -e "$w" "$stage/site"; done
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')

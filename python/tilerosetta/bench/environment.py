@@ -82,6 +82,8 @@ def backend_info(backends) -> dict:
             versions = {"error": f"{type(exc).__name__}: {exc}"}
         out[b.name] = {"language": b.language, "available": ok, "reason": reason, "versions": versions,
                        "device_type": b.device_type}
+        if hasattr(b, "peer_label"):  # someone else's kernels shown beside ours (e.g. NVIDIA TileGym)
+            out[b.name]["peer"] = b.peer_label()
     return out
 
 

@@ -64,8 +64,24 @@ def headline_dtype(res: Results, op: str, preferred: str = HEADLINE_DTYPE) -> st
     return preferred if preferred in dts else (dts[0] if dts else preferred)
 
 
+def peer_of(res: Results, backend: str) -> str | None:
+    """'NVIDIA TileGym 1.5.1' for a peer backend (someone else's kernels shown beside ours), else None."""
+    return (res.meta.get("backends", {}).get(backend) or {}).get("peer")
+
+
+def backend_label(res: Results, backend: str) -> str:
+    peer = peer_of(res, backend)
+    return f"{backend} — peer ({peer})" if peer else backend
+
+
+def peer_notes(res: Results) -> dict[tuple[str, str], str]:
+    """(backend, op) -> note, for ok results whose timed call holds more than the backend's kernel."""
+    return {(r["backend"], r["op"]): r["note"] for r in res.results if r["status"] == "ok" and r.get("note")}
+
+
 def headline(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[list[str], list[list[str]]]:
     backends = res.backends()
+    notes = peer_notes(res)
     rows = []
     for op in res.ops():
         dt = headline_dtype(res, op, preferred)
@@ -80,13 +96,30 @@ def headline(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[list[str], 
                     parts.append(f"{s['speedup']:.2f}x")
                 if s["bad"]:
                     parts.append("(some " + "/".join(s["bad"]) + ")")
+                if (b, op) in notes:
+                    parts.append("†")
                 line.append(" ".join(parts) or "ok")
             elif s["bad"]:
                 line.append("/".join(x.upper() for x in s["bad"]))
             else:
                 line.append("-")
         rows.append(line)
-    return ["op", "dtype", *backends], rows
+    return ["op", "dtype", *(backend_label(res, b) for b in backends)], rows
+
+
+def peer_blocks(res: Results) -> list[Block]:
+    """What the peer columns are, and the footnotes (†) of the headline table."""
+    peers = [(b, peer_of(res, b)) for b in res.backends() if peer_of(res, b)]
+    if not peers:
+        return []
+    out = [Block("p", "Peers: " + "; ".join(f"{b} = {p}" for b, p in peers) + ": someone else's kernels, called "
+                      "through their own API and timed exactly like ours, for comparison; not TileRosetta "
+                      "implementations; their first calls include their own autotuning, if any. Ops they lack are listed under Problems and gaps.")]
+    notes = peer_notes(res)
+    if notes:
+        out.append(Block("p", "† the timed call includes more than the peer's kernel: " + "; ".join(
+            f"{b}.{op}: {n}" for (b, op), n in sorted(notes.items()))))
+    return out
 
 
 def pct_matrix(res: Results, preferred: str = HEADLINE_DTYPE):
@@ -246,7 +279,8 @@ def results_table(res: Results):
             continue
         t = r.get("timing") or {}
         sp = res.speedup(r)
-        rows.append([r["op"], r["dtype"], r["case"], r["backend"], r["status"] + (" (suspect)" if r.get("suspect") else ""),
+        rows.append([r["op"], r["dtype"], r["case"], r["backend"] + (" (peer)" if peer_of(res, r["backend"]) else ""),
+                     r["status"] + (" (suspect)" if r.get("suspect") else ""),
                      r.get("method", "-"), fmt_ms(t.get("median_ms")),
                      f"{fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}" if t else "-",
                      _f(r.get("tflops"), 1), _f(r.get("gbps"), 0), _f(r.get("pct_of_ceiling"), 0, "%"),
@@ -322,7 +356,8 @@ def environment_rows(res: Results):
             ["settings", ", ".join(f"{k}={v}" for k, v in m.get("settings", {}).items())]]
     for name, b in m.get("backends", {}).items():
         if b.get("available"):
-            rows.append([f"backend {name}", ", ".join(f"{k} {v}" for k, v in b.get("versions", {}).items())])
+            peer = f"peer ({b['peer']}); " if b.get("peer") else ""
+            rows.append([f"backend {name}", peer + ", ".join(f"{k} {v}" for k, v in b.get("versions", {}).items())])
     if res.ceilings:
         c = res.ceilings
         rows.append(["ceilings", f"copy {c.copy_gbps:.0f} GB/s; torch.mm " +
@@ -346,7 +381,8 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[str, list[Sect
                    f"the dtype for compute-bound ops), then speedup over the torch backend, geometric mean over "
                    f"the op's bench sizes at {preferred} (the op's first dtype where it has no {preferred}). "
                    f"WRONG = disagreed with the reference (never timed); ERROR = raised; - = not run."),
-        Block("table", header=headline(res, preferred)[0], rows=headline(res, preferred)[1])])
+        Block("table", header=headline(res, preferred)[0], rows=headline(res, preferred)[1]),
+        *peer_blocks(res)])
     sections = [intro]
     if not res.cpu_only:
         sections.append(Section("% of roofline", [Block("img", name="heatmap.png", png=heatmap(res, preferred),
