@@ -131,6 +131,11 @@ def test_extension_refuses_bad_raw_arguments():
     args[6] = {"BLOCK": 1000}
     with pytest.raises(ValueError, match=r"argument 'config': tile size BLOCK=1000"):
         ext.validate(*args)
+    args[6] = {"OCC": 3}
+    with pytest.raises(ValueError, match=r"argument 'config': hint OCC=3"):
+        ext.validate(*args)
+    args[6] = {"OCC": 2, "W": 4}
+    assert ext.validate(*args) == {"BLOCK": 1024, "OCC": 2, "W": 4}
 
 
 @needs_ext
@@ -141,7 +146,15 @@ def test_tile_tables():
             space = b.config_space(op, dtype)
             assert space, f"{op} {dtype}: empty config space"
             assert set(b.default_config(op, dtype, {})) == set(space[0])
-    assert b.default_config("softmax", FP32, {"M": 3, "N": 7}) == {"BR": 1, "BN": 8}
+    assert b.default_config("softmax", FP32, {"M": 3, "N": 7}) == {"BR": 1, "BN": 8, "OCC": 4, "W": 0}
+    # Compiler hints are config keys a sweep can vary (0 = none).
+    assert {"OCC", "W"} <= set(space[0])
+    assert b.default_config("bmm", torch.bfloat16, {"Bt": 16, "M": 2048, "N": 2048, "K": 2048}) == \
+        {"BM": 128, "BN": 256, "BK": 64, "OCC": 0, "W": 8}
+    assert b.default_config("attention", torch.bfloat16, {"B": 4, "H": 32, "S": 4096, "D": 128}) == \
+        {"BM": 64, "BN": 128, "OCC": 2, "W": 0}
+    assert any(c["OCC"] != 0 for c in b.config_space("softmax", FP32)), "the sweep space varies OCC"
+    assert any(c["W"] == 8 for c in b.config_space("bmm", torch.bfloat16)), "the sweep space varies W"
     b.set_config("vector_add", FP32, {"BLOCK": 256})
     assert b.request("vector_add", (torch.zeros(4),) * 3, {})[6] == {"BLOCK": 256}
     with pytest.raises(ValueError, match="unknown tile parameter"):
@@ -152,10 +165,21 @@ def test_tile_tables():
 
 @needs_ext
 @pytest.mark.skipif(not toolchain.find().can_target("sm_90")[0], reason="pinned tileiras (>= 13.3) not found")
-@pytest.mark.parametrize("op,dtype,dims", [("vector_add", "bf16", [1000]), ("softmax", "fp16", [3, 4099]),
-                                           ("attention", "bf16", [1, 2, 17, 128, 1])])
-def test_extension_compiles_kernels_for_sm90_without_gpu(op, dtype, dims, monkeypatch):
+@pytest.mark.parametrize("op,dtype,dims,config", [
+    ("vector_add", "bf16", [1000], {}),
+    ("softmax", "fp16", [3, 4099], {}),
+    ("softmax", "bf16", [3, 40000], {"OCC": 2}),  # chunked kernel
+    ("rope", "bf16", [1, 2, 17, 96], {}),  # D/2 = 48 is not a power of two
+    ("bmm", "bf16", [2, 64, 256, 64], {}),  # W=8 default
+    ("attention", "bf16", [1, 2, 17, 128, 1], {})])
+def test_extension_compiles_kernels_for_sm90_without_gpu(op, dtype, dims, config, monkeypatch):
     tc = toolchain.activate()
     monkeypatch.setenv("CUTILE_TILEIRAS_PATH", str(tc.bin_dir / "tileiras"))
-    sizes = ext.compile_only(op, dtype, dims)
+    sizes = ext.compile_only(op, dtype, dims, config)
     assert sizes and all(s > 0 for s in sizes), sizes
+
+
+@needs_ext
+def test_compile_only_refuses_wrong_dims():
+    with pytest.raises(ValueError, match=r"cutile_rs\.bmm: argument 'dims'"):
+        ext.compile_only("bmm", "bf16", [64, 64, 64], assemble=False)

@@ -3,23 +3,34 @@
 //! cuTile-rs kernels take their tile shape as const generics; the JIT compiles one specialisation per
 //! distinct set of generics (and caches it), so a configuration here is just a set of numbers, chosen at
 //! run time. Every size is a power of two (Tile IR tiles are), and row kernels never use a column tile
-//! wider than the row needs.
+//! wider than the row needs. The hint keys OCC and W become cuTile-rs `CompileOptions`; they are part
+//! of the JIT's cache key (`TileFunctionKey::compile_options`, and the on-disk key hashes the bytecode,
+//! which carries them as entry optimisation hints), so a sweep over them compiles each variant.
+
+use cutile::tile_kernel::CompileOptions;
 
 use crate::args::{ArgError, DType};
 
 /// A configuration: tile-parameter name -> size.
 pub type Config = Vec<(&'static str, i64)>;
 
-/// The tunable parameter names of an op, in the order kernels take them.
+/// Compiler-hint keys every op takes after its tile sizes (0 = no hint, the compiler chooses):
+/// * OCC: target CTAs per SM (`CompileOptions::occupancy`). tileiras then caps registers at about
+///   65536 / (threads x OCC); without it, row kernels got 255 registers and one CTA per SM.
+/// * W: worker warps per CTA (`CompileOptions::num_worker_warps_per_cta`). For mma kernels W=8 gives
+///   a producer warp plus two consumer warpgroups (384 threads), each issuing 64 x BN wgmma.
+pub const HINTS: [&str; 2] = ["OCC", "W"];
+
+/// The tunable parameter names of an op, in the order kernels take them, then the hint keys.
 pub fn param_names(op: &str) -> &'static [&'static str] {
     match op {
-        "vector_add" => &["BLOCK"],
-        "transpose" => &["BM", "BN"],
-        "softmax" | "rms_norm" | "layer_norm" => &["BR", "BN"],
-        "silu_and_mul" => &["BR", "BH"],
-        "rope" => &["BS"],
-        "matmul" | "bmm" => &["BM", "BN", "BK"],
-        "attention" => &["BM", "BN"],
+        "vector_add" => &["BLOCK", "OCC", "W"],
+        "transpose" => &["BM", "BN", "OCC", "W"],
+        "softmax" | "rms_norm" | "layer_norm" => &["BR", "BN", "OCC", "W"],
+        "silu_and_mul" => &["BR", "BH", "OCC", "W"],
+        "rope" => &["BS", "OCC", "W"],
+        "matmul" | "bmm" => &["BM", "BN", "BK", "OCC", "W"],
+        "attention" => &["BM", "BN", "OCC", "W"],
         _ => &[],
     }
 }
@@ -32,85 +43,118 @@ pub fn next_pow2(x: i64) -> i64 {
     p
 }
 
+/// Widest row tile a row op keeps in registers (one pass over the row): 16384 fp32 values over 256
+/// threads is 64 registers each, which fits the 128-register budget of OCC=2. Wider rows are streamed
+/// in ROW_CHUNK-column chunks.
+pub const ROW_ONE_PASS_MAX: i64 = 16384;
+pub const ROW_CHUNK: i64 = 4096;
+
+/// Occupancy for a row tile of `elems` values: 4 CTAs/SM (64 registers) up to 8192 values, else 2
+/// (128 registers). Checked with cuobjdump: LOCAL (spill) stays 0 for the bench shapes.
+pub fn row_occupancy(elems: i64) -> i64 {
+    if elems <= 8192 { 4 } else { 2 }
+}
+
 /// The configuration an ordinary call uses. `dims` are the op's symbolic dims (M, N, H, D, ...).
 pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
     let dim = |n: &str| dims.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
     let half = dtype != DType::F32;
-    match op {
+    let cfg: Config = match op {
         "vector_add" => vec![("BLOCK", 1024)],
         "transpose" => vec![("BM", 64), ("BN", 64)],
-        // Rows are streamed in chunks of BN columns; a chunk wider than the row would only load padding.
+        // The whole row in one tile when it fits (one pass over x, as cuTile Python's kernels);
+        // otherwise chunks. A tile wider than the row would only load padding.
         "softmax" | "rms_norm" | "layer_norm" => {
-            let cap = if half { 2048 } else { 1024 };
-            let bn = dim("N").map_or(cap, |n| next_pow2(n).min(cap));
-            vec![("BR", 1), ("BN", bn)]
+            let bn = match dim("N") {
+                Some(n) if n <= ROW_ONE_PASS_MAX => next_pow2(n),
+                Some(_) => ROW_CHUNK,
+                None => ROW_CHUNK,
+            };
+            vec![("BR", 1), ("BN", bn), ("OCC", row_occupancy(bn))]
         }
         "silu_and_mul" => {
             let bh = dim("H").map_or(1024, |h| next_pow2(h).min(1024));
             vec![("BR", 1), ("BH", bh)]
         }
         "rope" => vec![("BS", 16)],
-        // fp32 operands are twice the bytes per tile: keep the K step shorter.
+        // fp16/bf16: 128x256 with 8 worker warps = producer + 2 consumer warpgroups, 64x256x16 wgmma
+        // (the resource profile of cuTile Python's tuned matmul). fp32 operands are twice the bytes
+        // per tile: 128x128 with a shorter K step, compiler-chosen warps.
         "matmul" | "bmm" => {
             if half {
-                vec![("BM", 128), ("BN", 128), ("BK", 64)]
+                vec![("BM", 128), ("BN", 256), ("BK", 64), ("W", 8)]
             } else {
                 vec![("BM", 128), ("BN", 128), ("BK", 32)]
             }
         }
-        "attention" => {
-            let d = dim("D").unwrap_or(128);
-            if d > 64 { vec![("BM", 128), ("BN", 64)] } else { vec![("BM", 128), ("BN", 128)] }
-        }
+        // BM64 BN128 OCC2: 128 registers, 2 CTAs/SM, 64x128x16 wgmma for both QK^T and PV.
+        "attention" => vec![("BM", 64), ("BN", 128), ("OCC", 2)],
         _ => vec![],
-    }
+    };
+    // In param_names order, hints not set above = 0 (none).
+    param_names(op).iter().map(|&k| (k, cfg.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v))).collect()
 }
 
 /// Configurations a sweep may try for op/dtype.
 pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
     let half = dtype != DType::F32;
-    let mut out = vec![];
+    let mut out: Vec<Config> = vec![];
     match op {
         "vector_add" => {
             for b in [256, 512, 1024, 2048, 4096] {
-                out.push(vec![("BLOCK", b)]);
+                out.push(vec![("BLOCK", b), ("OCC", 0), ("W", 0)]);
             }
         }
         "transpose" => {
             for (m, n) in [(32, 32), (64, 64), (64, 128), (128, 64), (128, 128)] {
-                out.push(vec![("BM", m), ("BN", n)]);
+                out.push(vec![("BM", m), ("BN", n), ("OCC", 0), ("W", 0)]);
             }
         }
         "softmax" | "rms_norm" | "layer_norm" => {
-            for bn in [512, 1024, 2048, 4096] {
+            for bn in [1024, 2048, 4096, 8192, 16384] {
                 for br in [1, 2, 4] {
-                    out.push(vec![("BR", br), ("BN", bn)]);
+                    if br * bn > ROW_ONE_PASS_MAX {
+                        continue;
+                    }
+                    for occ in [0, 2, 4] {
+                        out.push(vec![("BR", br), ("BN", bn), ("OCC", occ), ("W", 0)]);
+                    }
                 }
             }
         }
         "silu_and_mul" => {
             for bh in [256, 512, 1024, 2048] {
                 for br in [1, 2, 4] {
-                    out.push(vec![("BR", br), ("BH", bh)]);
+                    for occ in [0, 4] {
+                        out.push(vec![("BR", br), ("BH", bh), ("OCC", occ), ("W", 0)]);
+                    }
                 }
             }
         }
         "rope" => {
             for bs in [4, 8, 16, 32, 64] {
-                out.push(vec![("BS", bs)]);
+                for occ in [0, 4, 8] {
+                    out.push(vec![("BS", bs), ("OCC", occ), ("W", 0)]);
+                }
             }
         }
         "matmul" | "bmm" => {
             let bks: &[i64] = if half { &[32, 64] } else { &[16, 32] };
             for (m, n) in [(64, 64), (128, 64), (64, 128), (128, 128), (128, 256), (256, 128)] {
                 for &k in bks {
-                    out.push(vec![("BM", m), ("BN", n), ("BK", k)]);
+                    out.push(vec![("BM", m), ("BN", n), ("BK", k), ("OCC", 0), ("W", 0)]);
+                    // Two consumer warpgroups need at least 2 x 64 rows of output.
+                    if m >= 128 && m * n >= 128 * 128 {
+                        out.push(vec![("BM", m), ("BN", n), ("BK", k), ("OCC", 0), ("W", 8)]);
+                    }
                 }
             }
         }
         "attention" => {
-            for (m, n) in [(64, 32), (64, 64), (128, 32), (128, 64), (128, 128)] {
-                out.push(vec![("BM", m), ("BN", n)]);
+            for (m, n) in [(64, 32), (64, 64), (64, 128), (128, 32), (128, 64), (128, 128)] {
+                for occ in [0, 1, 2] {
+                    out.push(vec![("BM", m), ("BN", n), ("OCC", occ), ("W", 0)]);
+                }
             }
         }
         _ => {}
@@ -118,8 +162,14 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
     out
 }
 
+/// Largest tile extent accepted (row ops keep up to ROW_ONE_PASS_MAX columns in one tile).
+pub const MAX_TILE: i64 = 1 << 16;
+/// Largest hint value accepted (occupancy and worker warps are small counts).
+pub const MAX_HINT: i64 = 32;
+
 /// The configuration for one call: the default, overridden by the names the caller gives. Unknown
-/// names and sizes that are not powers of two in [1, 4096] are refused.
+/// names, tile sizes that are not powers of two in [1, MAX_TILE] and hints that are neither 0 (none)
+/// nor a power of two in [1, MAX_HINT] are refused.
 pub fn resolve(op: &str, dtype: DType, dims: &[(&str, i64)], given: &[(String, i64)]) -> Result<Config, ArgError> {
     let mut cfg = default_config(op, dtype, dims);
     for (name, value) in given {
@@ -130,8 +180,13 @@ pub fn resolve(op: &str, dtype: DType, dims: &[(&str, i64)], given: &[(String, i
                 format!("unknown tile parameter '{name}': expected one of {:?}", param_names(op)),
             ));
         };
-        if *value < 1 || *value > 4096 || value & (value - 1) != 0 {
-            return Err(ArgError::new(op, "config", format!("tile size {name}={value} must be a power of two in [1, 4096]")));
+        let pow2 = *value >= 1 && value & (value - 1) == 0;
+        if HINTS.contains(&slot.0) {
+            if !(*value == 0 || (pow2 && *value <= MAX_HINT)) {
+                return Err(ArgError::new(op, "config", format!("hint {name}={value} must be 0 (none) or a power of two in [1, {MAX_HINT}]")));
+            }
+        } else if !(pow2 && *value <= MAX_TILE) {
+            return Err(ArgError::new(op, "config", format!("tile size {name}={value} must be a power of two in [1, {MAX_TILE}]")));
         }
         slot.1 = *value;
     }
@@ -141,4 +196,17 @@ pub fn resolve(op: &str, dtype: DType, dims: &[(&str, i64)], given: &[(String, i
 /// Looks up a resolved tile size as i32 (kernels index with i32).
 pub fn get(cfg: &Config, name: &str) -> i32 {
     cfg.iter().find(|(k, _)| *k == name).map(|(_, v)| *v as i32).unwrap_or_else(|| panic!("tile parameter {name} missing"))
+}
+
+/// The cuTile-rs compile options of a configuration's hint keys (absent or 0 = left to the compiler).
+pub fn compile_options(cfg: &Config) -> CompileOptions {
+    let hint = |k: &str| cfg.iter().find(|(n, _)| *n == k).map(|(_, v)| *v as i32).filter(|&v| v > 0);
+    let mut o = CompileOptions::default();
+    if let Some(occ) = hint("OCC") {
+        o = o.occupancy(occ);
+    }
+    if let Some(w) = hint("W") {
+        o = o.num_worker_warps_per_cta(w);
+    }
+    o
 }

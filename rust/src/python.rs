@@ -98,8 +98,10 @@ fn config_space(op: &str, dtype: &str) -> PyResult<Vec<HashMap<String, i64>>> {
 }
 
 /// Compiles an op's kernels without a GPU: Tile IR bytecode for `arch`, assembled by tileiras when
-/// `assemble` is true. Returns the byte sizes (bytecode or cubin) per kernel. `dims` as in
-/// ops::specs, e.g. [M, N] for row ops, [B, H, S, D, causal] for attention.
+/// `assemble` is true. Returns the byte sizes (bytecode or cubin) per kernel. `dims` are the plan's
+/// dims (ops::dim_names: e.g. [M, N] for row ops, [B, H, S, D, causal] for attention); the default
+/// configuration is resolved from them exactly as a launch does, and the kernels carry the same
+/// compile options and specialisation bits as a launch on aligned contiguous tensors.
 #[pyfunction]
 #[pyo3(signature = (op, dtype, dims, config=HashMap::new(), arch="sm_90", assemble=true))]
 fn compile_only(
@@ -112,11 +114,9 @@ fn compile_only(
 ) -> PyResult<Vec<usize>> {
     let dt = DType::parse(op, dtype).map_err(value_error)?;
     let given: Vec<(String, i64)> = config.into_iter().collect();
-    let cfg = config::resolve(op, dt, &[], &given).map_err(value_error)?;
-    let specs = ops::specs(op, dt, &cfg, &dims);
-    if specs.is_empty() {
-        return Err(PyValueError::new_err(format!("cutile_rs.{op}: argument 'op': unknown op")));
-    }
+    let named: Vec<(&str, i64)> = ops::dim_names(op).iter().zip(&dims).map(|(k, v)| (*k, *v as i64)).collect();
+    let cfg = config::resolve(op, dt, &named, &given).map_err(value_error)?;
+    let specs = ops::specs(op, dt, &cfg, &dims).map_err(value_error)?;
     let arch = arch.to_string();
     let op = op.to_string();
     // The cuTile-rs compiler recurses deeply: run it on a thread with a large stack.
@@ -127,7 +127,7 @@ fn compile_only(
                 .iter()
                 .enumerate()
                 .map(|(i, s)| {
-                    let bc = compile::bytecode(s, &arch)?;
+                    let bc = compile::bytecode(s, dt, &arch)?;
                     if assemble { compile::assemble(&bc, &arch, &format!("{op}_{i}")) } else { Ok(bc.len()) }
                 })
                 .collect::<Result<Vec<usize>, String>>()

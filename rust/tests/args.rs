@@ -79,7 +79,14 @@ fn config_overrides_are_checked() {
     let mut r = base.clone();
     r.config = vec![("BLOCK".into(), 256)];
     assert_eq!(config::get(&ops::plan(&r).unwrap().cfg, "BLOCK"), 256);
-    for (name, value, want) in [("BLOCK", 100, "power of two"), ("BLOCK", 8192, "power of two"), ("TILE", 64, "unknown")] {
+    for (name, value, want) in [
+        ("BLOCK", 100, "power of two"),
+        ("BLOCK", 1 << 17, "power of two"),
+        ("TILE", 64, "unknown"),
+        ("OCC", 3, "hint OCC=3"),
+        ("W", 64, "hint W=64"),
+        ("OCC", -1, "hint OCC=-1"),
+    ] {
         let mut r = base.clone();
         r.config = vec![(name.into(), value)];
         let e = err(&r);
@@ -103,11 +110,58 @@ fn default_tables_cover_every_op_and_are_in_their_space() {
             for cfg in config::config_space(op, dtype) {
                 let keys: Vec<&str> = cfg.iter().map(|(k, _)| *k).collect();
                 assert_eq!(keys, config::param_names(op), "{op}");
-                assert!(cfg.iter().all(|(_, v)| *v > 0 && v & (v - 1) == 0), "{op}: {cfg:?}");
+                for (k, v) in &cfg {
+                    let pow2 = *v > 0 && v & (v - 1) == 0;
+                    let ok = if config::HINTS.contains(k) { *v == 0 || pow2 } else { pow2 };
+                    assert!(ok, "{op}: {cfg:?}");
+                }
             }
         }
     }
-    // Row kernels never load a chunk wider than the row needs.
+    // Row kernels never load a chunk wider than the row needs, and keep a row up to 16384 in one tile.
     let cfg = config::default_config("softmax", DType::F32, &[("N", 7)]);
     assert_eq!(config::get(&cfg, "BN"), 8);
+    let cfg = config::default_config("softmax", DType::BF16, &[("M", 4096), ("N", 16384)]);
+    assert_eq!((config::get(&cfg, "BN"), config::get(&cfg, "OCC")), (16384, 2));
+    let cfg = config::default_config("rms_norm", DType::BF16, &[("M", 16384), ("N", 4096)]);
+    assert_eq!((config::get(&cfg, "BR"), config::get(&cfg, "BN"), config::get(&cfg, "OCC")), (1, 4096, 4));
+    let cfg = config::default_config("layer_norm", DType::F32, &[("M", 2), ("N", 40000)]);
+    assert_eq!(config::get(&cfg, "BN") as i64, config::ROW_CHUNK, "rows wider than one tile are chunked");
+    // mma kernels: 128x256x64 with 8 worker warps for 16-bit types.
+    let cfg = config::default_config("bmm", DType::BF16, &[]);
+    assert_eq!(
+        ["BM", "BN", "BK", "OCC", "W"].map(|k| config::get(&cfg, k)),
+        [128, 256, 64, 0, 8]
+    );
+    let cfg = config::default_config("attention", DType::BF16, &[("D", 128)]);
+    assert_eq!(["BM", "BN", "OCC", "W"].map(|k| config::get(&cfg, k)), [64, 128, 2, 0]);
+}
+
+#[test]
+fn hints_become_compile_options() {
+    let o = config::compile_options(&config::default_config("bmm", DType::F16, &[]));
+    assert_eq!((o.occupancy, o.num_worker_warps_per_cta), (None, Some(8)));
+    let o = config::compile_options(&config::default_config("softmax", DType::F16, &[("N", 4096)]));
+    assert_eq!((o.occupancy, o.num_worker_warps_per_cta), (Some(4), None));
+    let o = config::compile_options(&config::default_config("vector_add", DType::F16, &[]));
+    assert_eq!((o.occupancy, o.num_worker_warps_per_cta), (None, None));
+}
+
+#[test]
+fn specs_views_match_launch_shapes() {
+    // rope: one kernel over the (B*H, 2S, D/2) reshape of q/out and (2S, D/2) of cos/sin.
+    let cfg = config::default_config("rope", DType::BF16, &[]);
+    let specs = ops::specs("rope", DType::BF16, &cfg, &[4, 32, 4096, 128]).unwrap();
+    assert_eq!(specs.len(), 1, "rope is one launch");
+    let shapes: Vec<(&str, Vec<i32>)> = specs[0].args.iter().map(|a| (a.name, a.shape.clone())).collect();
+    assert_eq!(shapes, vec![("out", vec![128, 8192, 64]), ("q", vec![128, 8192, 64]), ("c", vec![8192, 64]), ("s", vec![8192, 64])]);
+    // Row ops pick the one-pass kernel exactly when the row fits in the tile.
+    let one = config::default_config("softmax", DType::F16, &[("N", 16384)]);
+    assert_eq!(ops::specs("softmax", DType::F16, &one, &[4096, 16384]).unwrap()[0].function, "softmax_row");
+    let mut narrow = one.clone();
+    narrow.iter_mut().find(|(k, _)| *k == "BN").unwrap().1 = 2048;
+    assert_eq!(ops::specs("softmax", DType::F16, &narrow, &[4096, 16384]).unwrap()[0].function, "softmax_chunks");
+    // Wrong dims are refused, naming op and argument.
+    let e = ops::specs("bmm", DType::F16, &config::default_config("bmm", DType::F16, &[]), &[1, 2, 3]).err().unwrap();
+    assert_eq!((e.op.as_str(), e.arg.as_str()), ("bmm", "dims"));
 }

@@ -21,6 +21,9 @@ fn dims_for(op: &str) -> Vec<(&'static str, i64)> {
         "silu_and_mul" => vec![("M", 17), ("H", 129)],
         "rope" => vec![("B", 1), ("H", 2), ("S", 17), ("D", 64)],
         "attention" => vec![("B", 1), ("H", 2), ("S", 129), ("D", 128)],
+        "bmm" => vec![("Bt", 3), ("M", 127), ("N", 129), ("K", 131)],
+        "vector_add" => vec![("N", 1000)],
+        "transpose" => vec![("M", 127), ("N", 129)],
         _ => vec![("M", 127), ("N", 129), ("K", 131)],
     }
 }
@@ -39,12 +42,12 @@ fn compile_all(op: &'static str, cfg_of: impl Fn(DType) -> config::Config + Send
         let mut count = 0;
         for dtype in dtypes_for(op) {
             let cfg = cfg_of(dtype);
-            let specs = ops::specs(op, dtype, &cfg, &dims_i32(op));
+            let specs = ops::specs(op, dtype, &cfg, &dims_i32(op)).unwrap();
             assert!(!specs.is_empty(), "{op}: no kernel specs");
             for spec in specs {
                 let tag = format!("{op}_{}_{}_{}", dtype.name(), spec.function, count);
                 count += 1;
-                match bytecode(&spec, ARCH).and_then(|bc| {
+                match bytecode(&spec, dtype, ARCH).and_then(|bc| {
                     assert_eq!(&bc[..8], b"\x7fTileIR\x00", "{tag}: not Tile IR bytecode");
                     assemble(&bc, ARCH, &tag)
                 }) {
@@ -66,7 +69,7 @@ fn every_op_has_specs() {
     for op in OPS {
         for dtype in dtypes_for(op) {
             let cfg = config::default_config(op, dtype, &dims_for(op));
-            assert!(!ops::specs(op, dtype, &cfg, &dims_i32(op)).is_empty(), "{op} {dtype:?}");
+            assert!(!ops::specs(op, dtype, &cfg, &dims_i32(op)).unwrap().is_empty(), "{op} {dtype:?}");
         }
     }
 }
@@ -116,9 +119,9 @@ fn sweep_extremes_compile_for_sm90() {
 
 fn compile_all_one(op: &'static str, dtype: DType, cfg: config::Config) {
     with_stack(move || {
-        for spec in ops::specs(op, dtype, &cfg, &dims_i32(op)) {
+        for spec in ops::specs(op, dtype, &cfg, &dims_i32(op)).unwrap() {
             let tag = format!("{op}_{}_{}_sweep", dtype.name(), spec.function);
-            let bc = bytecode(&spec, ARCH).unwrap_or_else(|e| panic!("{tag} {cfg:?}: {e}"));
+            let bc = bytecode(&spec, dtype, ARCH).unwrap_or_else(|e| panic!("{tag} {cfg:?}: {e}"));
             assemble(&bc, ARCH, &tag).unwrap_or_else(|e| panic!("{tag} {cfg:?}: {e}"));
         }
     });

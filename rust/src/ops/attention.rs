@@ -10,8 +10,7 @@
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{KernelSpec, Plan, Rt};
-use crate::runtime::borrow;
+use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -115,37 +114,36 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     Ok(Plan { dims: q, cfg })
 }
 
-/// dims = (B, H, S, D, causal as 0/1).
-pub fn specs(dtype: DType, cfg: &Config, d: i32, causal: bool) -> Vec<KernelSpec> {
+/// dims = (B, H, S, D); causal chooses the CAUSAL generic.
+pub fn specs(dtype: DType, cfg: &Config, dims: &[i32], causal: bool) -> Vec<KernelSpec> {
+    let (bh, s, d) = (dims[0] * dims[1], dims[2], dims[3]);
     let g = |k: &str| config::get(cfg, k).to_string();
+    // q, k, v, out (B, H, S, D) are seen as (B*H, S, D).
+    let view = |name, i| ArgView::contiguous(name, i, &[bh, s, d]);
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
         function: "attention",
         generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), d.to_string(), (causal as i32).to_string()],
-        strides: vec![("out", vec![-1, -1, 1]), ("q", vec![-1, -1, 1]), ("k", vec![-1, -1, 1]), ("v", vec![-1, -1, 1])],
+        args: vec![view("out", 3), view("q", 0), view("k", 1), view("v", 2)],
+        options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let t = &req.tensors;
-    let (bh, s, d) = (plan.dims[0] * plan.dims[1], plan.dims[2], plan.dims[3]);
+    let d = plan.dims[3];
     let bm = config::get(&plan.cfg, "BM");
     let causal = req.scalar("causal").map_err(|e| e.to_string())? == 1.0;
     let scale = req.scalar("scale").map_err(|e| e.to_string())?;
-    let shape = [bh, s, d];
-    let strides = [s * d, d, 1];
-    // SAFETY: validated contiguous (B, H, S, D) torch tensors, seen as (B*H, S, D); see runtime::borrow.
-    let (q, k, v, mut out) = unsafe {
-        (
-            borrow::<T>(&rt.ctx, t[0].ptr, &shape, &strides),
-            borrow::<T>(&rt.ctx, t[1].ptr, &shape, &strides),
-            borrow::<T>(&rt.ctx, t[2].ptr, &shape, &strides),
-            borrow::<T>(&rt.ctx, t[3].ptr, &shape, &strides),
-        )
+    let spec = specs(req.dtype, &plan.cfg, &plan.dims, causal).remove(0);
+    // SAFETY: validated contiguous (B, H, S, D) torch tensors, seen as (B*H, S, D); see ArgView::borrow.
+    let (mut out, q, k, v) = unsafe {
+        let a = &spec.args;
+        (a[0].borrow::<T>(rt, req), a[1].borrow::<T>(rt, req), a[2].borrow::<T>(rt, req), a[3].borrow::<T>(rt, req))
     };
-    let g = specs(req.dtype, &plan.cfg, d, causal).remove(0).generics;
     let qk_scale_log2 = (scale * std::f64::consts::LOG2_E) as f32;
-    let op = kernel::attention((&mut out).partition([1, bm as usize, d as usize]), &q, &k, &v, qk_scale_log2).generics(g);
+    let op = kernel::attention((&mut out).partition([1, bm as usize, d as usize]), &q, &k, &v, qk_scale_log2)
+        .generics(spec.generics)
+        .compile_options(spec.options);
     unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
 }

@@ -3,8 +3,7 @@
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{KernelSpec, Plan, Rt};
-use crate::runtime::borrow;
+use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -48,27 +47,28 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     Ok(Plan { dims: vec![a[0], a[1], b[2], a[2]], cfg })
 }
 
-pub fn specs(dtype: DType, cfg: &Config) -> Vec<KernelSpec> {
+pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
+    let (bt, m, n, k) = (dims[0], dims[1], dims[2], dims[3]);
     let g = |k: &str| config::get(cfg, k).to_string();
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
         function: "bmm",
         generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), g("BK")],
-        strides: vec![("out", vec![-1, -1, 1]), ("a", vec![-1, -1, 1]), ("b", vec![-1, -1, 1])],
+        args: vec![
+            ArgView::contiguous("out", 2, &[bt, m, n]),
+            ArgView::contiguous("a", 0, &[bt, m, k]),
+            ArgView::contiguous("b", 1, &[bt, k, n]),
+        ],
+        options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let t = &req.tensors;
-    let (bt, m, n, k) = (plan.dims[0], plan.dims[1], plan.dims[2], plan.dims[3]);
     let (bm, bn) = (config::get(&plan.cfg, "BM"), config::get(&plan.cfg, "BN"));
-    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see runtime::borrow).
-    let (a, b, mut out) = unsafe {
-        (borrow::<T>(&rt.ctx, t[0].ptr, &[bt, m, k], &[m * k, k, 1]), borrow::<T>(&rt.ctx, t[1].ptr, &[bt, k, n], &[k * n, n, 1]),
-         borrow::<T>(&rt.ctx, t[2].ptr, &[bt, m, n], &[m * n, n, 1]))
-    };
-    let g = specs(req.dtype, &plan.cfg).remove(0).generics;
-    let op = kernel::bmm((&mut out).partition([1, bm as usize, bn as usize]), &a, &b).generics(g);
+    let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see ArgView::borrow).
+    let (mut out, a, b) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req), spec.args[2].borrow::<T>(rt, req)) };
+    let op = kernel::bmm((&mut out).partition([1, bm as usize, bn as usize]), &a, &b).generics(spec.generics).compile_options(spec.options);
     unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
 }

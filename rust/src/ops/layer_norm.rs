@@ -1,20 +1,62 @@
-//! layer_norm: out = (x - mean) * rsqrt(var + eps) * w + b over rows of x (M, N). One tile block owns
-//! BR rows and makes three passes over BN-column chunks: the mean, then the variance around the mean
-//! (not E[x^2] - E[x]^2, which cancels badly for offset data; padding columns are masked to 0 here),
-//! then the normalised write. fp32 math throughout.
+//! layer_norm: out = (x - mean) * rsqrt(var + eps) * w + b over rows of x (M, N). fp32 math
+//! throughout; the variance is taken around the mean (not E[x^2] - E[x]^2, which cancels badly for
+//! offset data), with padding columns masked to 0.
+//!
+//! Two kernels, chosen by the tile width BN (config) against the row width N:
+//! * `layer_norm_row` (N <= BN): the whole row is one tile: x is read once (cuTile Python's structure).
+//! * `layer_norm_chunks` (N > BN): three passes over BN-column chunks: the mean, the variance around
+//!   the mean, then the normalised write.
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{KernelSpec, Plan, Rt};
-use crate::runtime::borrow;
+use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
 
 #[cutile::module]
 pub mod kernel {
     use cutile::core::*;
 
+    /// One tile = BR whole rows (BN >= N); `out` is partitioned in BR x BN tiles.
     #[cutile::entry()]
-    pub fn layer_norm<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+    pub fn layer_norm_row<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+        out: &mut Tensor<T, { [BR, BN] }>,
+        x: &Tensor<T, { [-1, -1] }>,
+        w: &Tensor<T, { [-1] }>,
+        b: &Tensor<T, { [-1] }>,
+        eps: f32,
+        inv_n: f32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let xt: Tile<T, { [BR, BN] }> = x.load_tile(shape![BR, BN], [pid.0, 0i32]);
+        let wt: Tile<T, { [BN] }> = w.load_tile(shape![BN], [0i32]);
+        let bt: Tile<T, { [BN] }> = b.load_tile(shape![BN], [0i32]);
+        let xf: Tile<f32, { [BR, BN] }> = convert_tile(xt);
+        let inv_n_t: Tile<f32, { [BR, 1] }> = broadcast_scalar(inv_n, shape![BR, 1]);
+        // Padding columns load as 0: they add nothing to the sum.
+        let sum: Tile<f32, { [BR] }> = reduce_sum(xf, 1);
+        let mean: Tile<f32, { [BR, BN] }> = (sum.reshape(shape![BR, 1]) * inv_n_t).broadcast(shape![BR, BN]);
+        let mut d: Tile<f32, { [BR, BN] }> = xf - mean;
+        if N < BN {
+            // ... but x - mean does not vanish there: mask it out of the variance.
+            let cols: Tile<i32, { [BN] }> = iota(shape![BN]);
+            let cols: Tile<i32, { [BR, BN] }> = cols.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
+            let n_tile: Tile<i32, { [BR, BN] }> = broadcast_scalar(N, shape![BR, BN]);
+            let zero: Tile<f32, { [BR, BN] }> = constant(0.0f32, shape![BR, BN]);
+            d = select(lt_tile(cols, n_tile), d, zero);
+        }
+        let sq: Tile<f32, { [BR] }> = reduce_sum(d * d, 1);
+        let var_eps: Tile<f32, { [BR, 1] }> = sq.reshape(shape![BR, 1]) * inv_n_t + broadcast_scalar(eps, shape![BR, 1]);
+        let r: Tile<f32, { [BR, BN] }> = rsqrt(var_eps, ftz::Disabled).broadcast(shape![BR, BN]);
+        let wf: Tile<f32, { [BN] }> = convert_tile(wt);
+        let wf: Tile<f32, { [BR, BN] }> = wf.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
+        let bf: Tile<f32, { [BN] }> = convert_tile(bt);
+        let bf: Tile<f32, { [BR, BN] }> = bf.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
+        let yt: Tile<T, { [BR, BN] }> = convert_tile(d * r * wf + bf);
+        out.store(yt);
+    }
+
+    #[cutile::entry()]
+    pub fn layer_norm_chunks<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
         out: &mut Tensor<T, { [BR, N] }>,
         x: &Tensor<T, { [-1, -1] }>,
         w: &Tensor<T, { [-1] }>,
@@ -87,27 +129,41 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
 }
 
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
-    let g = |k: &str| config::get(cfg, k).to_string();
+    let (m, n) = (dims[0], dims[1]);
+    let (br, bn) = (config::get(cfg, "BR"), config::get(cfg, "BN"));
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: "layer_norm",
-        generics: vec![dtype.cutile_name().into(), g("BR"), g("BN"), dims[1].to_string()],
-        strides: vec![("out", vec![-1, 1]), ("x", vec![-1, 1]), ("w", vec![1]), ("b", vec![1])],
+        function: if n <= bn { "layer_norm_row" } else { "layer_norm_chunks" },
+        generics: vec![dtype.cutile_name().into(), br.to_string(), bn.to_string(), n.to_string()],
+        args: vec![
+            ArgView::contiguous("out", 3, &[m, n]),
+            ArgView::contiguous("x", 0, &[m, n]),
+            ArgView::contiguous("w", 1, &[n]),
+            ArgView::contiguous("b", 2, &[n]),
+        ],
+        options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let t = &req.tensors;
-    let (m, n) = (plan.dims[0], plan.dims[1]);
-    let br = config::get(&plan.cfg, "BR");
+    let n = plan.dims[1];
+    let (br, bn) = (config::get(&plan.cfg, "BR") as usize, config::get(&plan.cfg, "BN") as usize);
     let eps = req.scalar("eps").map_err(|e| e.to_string())? as f32;
-    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see runtime::borrow).
-    let (x, w, b, mut out) = unsafe {
-        (borrow::<T>(&rt.ctx, t[0].ptr, &[m, n], &[n, 1]), borrow::<T>(&rt.ctx, t[1].ptr, &[n], &[1]),
-         borrow::<T>(&rt.ctx, t[2].ptr, &[n], &[1]), borrow::<T>(&rt.ctx, t[3].ptr, &[m, n], &[n, 1]))
+    let inv_n = 1.0f32 / n as f32;
+    let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see ArgView::borrow).
+    let (mut out, x, w, b) = unsafe {
+        let a = &spec.args;
+        (a[0].borrow::<T>(rt, req), a[1].borrow::<T>(rt, req), a[2].borrow::<T>(rt, req), a[3].borrow::<T>(rt, req))
     };
-    let g = specs(req.dtype, &plan.cfg, &plan.dims).remove(0).generics;
-    let op = kernel::layer_norm((&mut out).partition([br as usize, n as usize]), &x, &w, &b, eps, 1.0f32 / n as f32).generics(g);
-    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+    let (g, o) = (spec.generics, spec.options);
+    let r = if spec.function == "layer_norm_row" {
+        let op = kernel::layer_norm_row((&mut out).partition([br, bn]), &x, &w, &b, eps, inv_n).generics(g).compile_options(o);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else {
+        let op = kernel::layer_norm_chunks((&mut out).partition([br, n as usize]), &x, &w, &b, eps, inv_n).generics(g).compile_options(o);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    };
+    r.map_err(|e| format!("{e}"))
 }

@@ -4,8 +4,7 @@
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{KernelSpec, Plan, Rt};
-use crate::runtime::borrow;
+use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -45,27 +44,24 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     Ok(Plan { dims: vec![a[0], b[1], a[1]], cfg })
 }
 
-pub fn specs(dtype: DType, cfg: &Config) -> Vec<KernelSpec> {
+pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
+    let (m, n, k) = (dims[0], dims[1], dims[2]);
     let g = |k: &str| config::get(cfg, k).to_string();
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
         function: "matmul",
         generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), g("BK")],
-        strides: vec![("out", vec![-1, 1]), ("a", vec![-1, 1]), ("b", vec![-1, 1])],
+        args: vec![ArgView::contiguous("out", 2, &[m, n]), ArgView::contiguous("a", 0, &[m, k]), ArgView::contiguous("b", 1, &[k, n])],
+        options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let t = &req.tensors;
-    let (m, n, k) = (plan.dims[0], plan.dims[1], plan.dims[2]);
     let (bm, bn) = (config::get(&plan.cfg, "BM"), config::get(&plan.cfg, "BN"));
-    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see runtime::borrow).
-    let (a, b, mut out) = unsafe {
-        (borrow::<T>(&rt.ctx, t[0].ptr, &[m, k], &[k, 1]), borrow::<T>(&rt.ctx, t[1].ptr, &[k, n], &[n, 1]),
-         borrow::<T>(&rt.ctx, t[2].ptr, &[m, n], &[n, 1]))
-    };
-    let g = specs(req.dtype, &plan.cfg).remove(0).generics;
-    let op = kernel::matmul((&mut out).partition([bm as usize, bn as usize]), &a, &b).generics(g);
+    let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see ArgView::borrow).
+    let (mut out, a, b) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req), spec.args[2].borrow::<T>(rt, req)) };
+    let op = kernel::matmul((&mut out).partition([bm as usize, bn as usize]), &a, &b).generics(spec.generics).compile_options(spec.options);
     unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
 }

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use cutile::cuda_core::{Context, Stream};
+use cutile::tensor::Tensor;
+use cutile::tile_kernel::CompileOptions;
 
 use crate::args::{ArgError, DType, Request};
 use crate::config::Config;
@@ -30,14 +32,63 @@ pub struct Plan {
 }
 
 /// One kernel specialisation exactly as a launch compiles it: used by the compile-only tests and by
-/// the warm-up helper, so they check what will actually run.
+/// the warm-up helper, and by `launch` itself (generics, tensor views and compile options all come
+/// from here), so the compile-only cubins are the kernels that run.
 pub struct KernelSpec {
     pub ast: fn() -> cutile::cutile_compiler::ast::Module,
     pub module: &'static str,
     pub function: &'static str,
     pub generics: Vec<String>,
-    /// Per tensor argument: which strides are 1 (1) or unknown (-1), as the JIT specialises.
-    pub strides: Vec<(&'static str, Vec<i32>)>,
+    /// The kernel's tensor arguments, in the kernel's order, as the launch borrows them.
+    pub args: Vec<ArgView>,
+    /// Compiler hints (occupancy, worker warps) from the configuration's OCC / W keys.
+    pub options: CompileOptions,
+}
+
+/// One tensor argument of a kernel: which request tensor it views (some ops pass strided half-views
+/// of one torch tensor), at which element offset, with which shape and strides (in elements). The
+/// launch borrows exactly this view; the compile-only path derives from it the stride hints and the
+/// specialisation bits (divisibility, alignment) that cuTile-rs computes from the borrowed tensor at
+/// launch (`Tensor::spec()` = `compute_spec(ptr, shape, strides)`).
+#[derive(Clone, Debug)]
+pub struct ArgView {
+    pub name: &'static str,
+    pub tensor: usize,
+    pub offset: i64,
+    pub shape: Vec<i32>,
+    pub strides: Vec<i32>,
+}
+
+impl ArgView {
+    /// The whole (contiguous) request tensor `tensor`, seen with `shape` (a reshape of its elements).
+    pub fn contiguous(name: &'static str, tensor: usize, shape: &[i32]) -> Self {
+        let mut strides = vec![1i32; shape.len()];
+        for i in (0..shape.len().saturating_sub(1)).rev() {
+            strides[i] = strides[i + 1] * shape[i + 1].max(1);
+        }
+        ArgView { name, tensor, offset: 0, shape: shape.to_vec(), strides }
+    }
+
+    /// A strided view of request tensor `tensor` starting `offset` elements in.
+    pub fn strided(name: &'static str, tensor: usize, offset: i64, shape: &[i32], strides: &[i32]) -> Self {
+        ArgView { name, tensor, offset, shape: shape.to_vec(), strides: strides.to_vec() }
+    }
+
+    /// The JIT's stride hint: 1 where the stride is 1, -1 (unknown) elsewhere (cuTile-rs derives it
+    /// from `spec().stride_one` of the borrowed tensor).
+    pub fn stride_hint(&self) -> Vec<i32> {
+        self.strides.iter().map(|&s| if s == 1 { 1 } else { -1 }).collect()
+    }
+
+    /// Borrows the view from the request's tensor.
+    ///
+    /// # Safety
+    /// As `runtime::borrow`: the request was validated by `plan` (so the view lies inside the tensor)
+    /// and the memory stays alive for the work queued on the launch stream.
+    pub unsafe fn borrow<T: cutile::DType>(&self, rt: &Rt, req: &Request) -> Tensor<T> {
+        let ptr = req.tensors[self.tensor].ptr + (self.offset as u64) * req.dtype.size() as u64;
+        unsafe { crate::runtime::borrow::<T>(&rt.ctx, ptr, &self.shape, &self.strides) }
+    }
 }
 
 /// The borrowed CUDA objects of one call.
@@ -77,26 +128,48 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     }
 }
 
-/// The kernel specialisations a call of `op` with this dtype and configuration compiles. `dims` are
-/// the plan's dims (row ops need N, rope D, attention D; attention takes causal as a 5th entry and
-/// gives both variants without it).
-pub fn specs(op: &str, dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
+/// The names of `Plan::dims` per op (the layout `specs` and `compile_only` take dims in).
+pub fn dim_names(op: &str) -> &'static [&'static str] {
     match op {
-        "vector_add" => vector_add::specs(dtype, cfg),
-        "transpose" => transpose::specs(dtype, cfg),
+        "vector_add" => &["N"],
+        "transpose" | "softmax" | "rms_norm" | "layer_norm" => &["M", "N"],
+        "silu_and_mul" => &["M", "H"],
+        "rope" => &["B", "H", "S", "D"],
+        "matmul" => &["M", "N", "K"],
+        "bmm" => &["Bt", "M", "N", "K"],
+        "attention" => &["B", "H", "S", "D"],
+        _ => &[],
+    }
+}
+
+/// The kernel specialisations a call of `op` with this dtype and configuration compiles. `dims` are
+/// the plan's dims (`dim_names`); attention takes causal (0/1) as a 5th entry and gives both variants
+/// without it. Wrong-length dims are refused (an error naming op and argument), not guessed.
+pub fn specs(op: &str, dtype: DType, cfg: &Config, dims: &[i32]) -> Result<Vec<KernelSpec>, ArgError> {
+    let want = dim_names(op).len();
+    let ok = dims.len() == want || (op == "attention" && dims.len() == want + 1);
+    if want == 0 {
+        return Err(ArgError::new(op, "op", format!("not implemented by cutile_rs (implemented: {OPS:?})")));
+    }
+    if !ok || dims.iter().any(|&d| d < 0) {
+        return Err(ArgError::new(op, "dims", format!("expected {:?}, got {dims:?}", dim_names(op))));
+    }
+    Ok(match op {
+        "vector_add" => vector_add::specs(dtype, cfg, dims),
+        "transpose" => transpose::specs(dtype, cfg, dims),
         "softmax" => softmax::specs(dtype, cfg, dims),
         "rms_norm" => rms_norm::specs(dtype, cfg, dims),
         "layer_norm" => layer_norm::specs(dtype, cfg, dims),
-        "silu_and_mul" => silu_and_mul::specs(dtype, cfg),
+        "silu_and_mul" => silu_and_mul::specs(dtype, cfg, dims),
         "rope" => rope::specs(dtype, cfg, dims),
-        "matmul" => matmul::specs(dtype, cfg),
-        "bmm" => bmm::specs(dtype, cfg),
+        "matmul" => matmul::specs(dtype, cfg, dims),
+        "bmm" => bmm::specs(dtype, cfg, dims),
         "attention" => match dims.get(4) {
-            Some(&c) => attention::specs(dtype, cfg, dims[3], c != 0),
-            None => [false, true].iter().flat_map(|&c| attention::specs(dtype, cfg, dims[3], c)).collect(),
+            Some(&c) => attention::specs(dtype, cfg, dims, c != 0),
+            None => [false, true].iter().flat_map(|&c| attention::specs(dtype, cfg, dims, c)).collect(),
         },
-        _ => vec![],
-    }
+        _ => unreachable!(),
+    })
 }
 
 macro_rules! by_dtype {

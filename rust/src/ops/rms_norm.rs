@@ -1,19 +1,45 @@
-//! rms_norm: out = x * rsqrt(mean(x^2) + eps) * w over rows of x (M, N). One tile block owns BR rows:
-//! pass 1 accumulates the sum of squares in BN-column chunks (padding loads as 0, so no mask is
-//! needed), pass 2 scales and writes. fp32 math throughout.
+//! rms_norm: out = x * rsqrt(mean(x^2) + eps) * w over rows of x (M, N). fp32 math throughout;
+//! padding columns load as 0, which adds nothing to the sum of squares, so no mask is needed.
+//!
+//! Two kernels, chosen by the tile width BN (config) against the row width N:
+//! * `rms_norm_row` (N <= BN): the whole row is one tile: x is read once (cuTile Python's structure).
+//! * `rms_norm_chunks` (N > BN): pass 1 accumulates the sum of squares over BN-column chunks, pass 2
+//!   reloads each chunk, scales and writes.
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{KernelSpec, Plan, Rt};
-use crate::runtime::borrow;
+use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
 
 #[cutile::module]
 pub mod kernel {
     use cutile::core::*;
 
+    /// One tile = BR whole rows (BN >= N); `out` is partitioned in BR x BN tiles.
     #[cutile::entry()]
-    pub fn rms_norm<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+    pub fn rms_norm_row<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+        out: &mut Tensor<T, { [BR, BN] }>,
+        x: &Tensor<T, { [-1, -1] }>,
+        w: &Tensor<T, { [-1] }>,
+        eps: f32,
+        inv_n: f32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let xt: Tile<T, { [BR, BN] }> = x.load_tile(shape![BR, BN], [pid.0, 0i32]);
+        let wt: Tile<T, { [BN] }> = w.load_tile(shape![BN], [0i32]);
+        let xf: Tile<f32, { [BR, BN] }> = convert_tile(xt);
+        let ss: Tile<f32, { [BR] }> = reduce_sum(xf * xf, 1);
+        let ms: Tile<f32, { [BR, 1] }> =
+            ss.reshape(shape![BR, 1]) * broadcast_scalar(inv_n, shape![BR, 1]) + broadcast_scalar(eps, shape![BR, 1]);
+        let r: Tile<f32, { [BR, BN] }> = rsqrt(ms, ftz::Disabled).broadcast(shape![BR, BN]);
+        let wf: Tile<f32, { [BN] }> = convert_tile(wt);
+        let wf: Tile<f32, { [BR, BN] }> = wf.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
+        let yt: Tile<T, { [BR, BN] }> = convert_tile(xf * r * wf);
+        out.store(yt);
+    }
+
+    #[cutile::entry()]
+    pub fn rms_norm_chunks<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
         out: &mut Tensor<T, { [BR, N] }>,
         x: &Tensor<T, { [-1, -1] }>,
         w: &Tensor<T, { [-1] }>,
@@ -64,27 +90,33 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
 }
 
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
-    let g = |k: &str| config::get(cfg, k).to_string();
+    let (m, n) = (dims[0], dims[1]);
+    let (br, bn) = (config::get(cfg, "BR"), config::get(cfg, "BN"));
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: "rms_norm",
-        generics: vec![dtype.cutile_name().into(), g("BR"), g("BN"), dims[1].to_string()],
-        strides: vec![("out", vec![-1, 1]), ("x", vec![-1, 1]), ("w", vec![1])],
+        function: if n <= bn { "rms_norm_row" } else { "rms_norm_chunks" },
+        generics: vec![dtype.cutile_name().into(), br.to_string(), bn.to_string(), n.to_string()],
+        args: vec![ArgView::contiguous("out", 2, &[m, n]), ArgView::contiguous("x", 0, &[m, n]), ArgView::contiguous("w", 1, &[n])],
+        options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let t = &req.tensors;
-    let (m, n) = (plan.dims[0], plan.dims[1]);
-    let br = config::get(&plan.cfg, "BR");
+    let n = plan.dims[1];
+    let (br, bn) = (config::get(&plan.cfg, "BR") as usize, config::get(&plan.cfg, "BN") as usize);
     let eps = req.scalar("eps").map_err(|e| e.to_string())? as f32;
-    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see runtime::borrow).
-    let (x, w, mut out) = unsafe {
-        (borrow::<T>(&rt.ctx, t[0].ptr, &[m, n], &[n, 1]), borrow::<T>(&rt.ctx, t[1].ptr, &[n], &[1]),
-         borrow::<T>(&rt.ctx, t[2].ptr, &[m, n], &[n, 1]))
+    let inv_n = 1.0f32 / n as f32;
+    let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see ArgView::borrow).
+    let (mut out, x, w) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req), spec.args[2].borrow::<T>(rt, req)) };
+    let (g, o) = (spec.generics, spec.options);
+    let r = if spec.function == "rms_norm_row" {
+        let op = kernel::rms_norm_row((&mut out).partition([br, bn]), &x, &w, eps, inv_n).generics(g).compile_options(o);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else {
+        let op = kernel::rms_norm_chunks((&mut out).partition([br, n as usize]), &x, &w, eps, inv_n).generics(g).compile_options(o);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
     };
-    let g = specs(req.dtype, &plan.cfg, &plan.dims).remove(0).generics;
-    let op = kernel::rms_norm((&mut out).partition([br as usize, n as usize]), &x, &w, eps, 1.0f32 / n as f32).generics(g);
-    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+    r.map_err(|e| format!("{e}"))
 }

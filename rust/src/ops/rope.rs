@@ -3,43 +3,51 @@
 //! With q = [q1 | q2] (halves of the head dim) the result is
 //!   out[..., :D/2] = q1 * cos[:, :D/2] - q2 * sin[:, :D/2]
 //!   out[..., D/2:] = q2 * cos[:, D/2:] + q1 * sin[:, D/2:]
-//! Each half is one launch of the same kernel over strided half-views (no gather, no concatenation):
-//! `a * c + sign * b * s`. q is seen as (B*H, S, D/2) views; a tile is BS positions x DH = next
-//! power of two >= D/2 columns, clipped to the view, so any even D works.
+//! i.e. out = q * cos + [-q2 | q1] * sin. One launch reads q once and writes both halves.
+//!
+//! The trick is a reshape, not a gather: a contiguous (B*H, S, D) tensor is also a contiguous
+//! (B*H, 2S, D/2) tensor whose row 2s holds q1 of position s and row 2s+1 holds q2. A tile of 2*BS
+//! such rows x DH = next power of two >= D/2 columns (clipped to D/2 by the view, so any even D works)
+//! is reshaped in registers to (BS, 2, DH); `extract` takes the halves, `cat` builds [-q2 | q1].
+//! cos/sin are seen the same way as (2S, D/2). Every view is a plain contiguous reshape, so the
+//! loads and the store can be TMA (hardware bounds checks instead of per-load branches).
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, next_pow2, Config};
-use crate::ops::{KernelSpec, Plan, Rt};
-use crate::runtime::borrow;
+use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
 
 #[cutile::module]
 pub mod kernel {
     use cutile::core::*;
 
+    /// R = 2 * BS rows of the (B*H, 2S, D/2) views per tile (a generic: shapes take no arithmetic).
     #[cutile::entry()]
-    pub fn rope_half<T: ElementType, const BS: i32, const DH: i32>(
-        out: &mut Tensor<T, { [1, BS, DH] }>,
-        a: &Tensor<T, { [-1, -1, -1] }>,
-        b: &Tensor<T, { [-1, -1, -1] }>,
+    pub fn rope<T: ElementType, const BS: i32, const R: i32, const DH: i32>(
+        out: &mut Tensor<T, { [1, R, DH] }>,
+        q: &Tensor<T, { [-1, -1, -1] }>,
         c: &Tensor<T, { [-1, -1] }>,
         s: &Tensor<T, { [-1, -1] }>,
-        sign: f32,
     ) {
         let pid: (i32, i32, i32) = get_tile_block_id();
-        let at: Tile<T, { [1, BS, DH] }> = a.load_tile(shape![1, BS, DH], [pid.0, pid.1, 0i32]);
-        let bt: Tile<T, { [1, BS, DH] }> = b.load_tile(shape![1, BS, DH], [pid.0, pid.1, 0i32]);
-        let ct: Tile<T, { [BS, DH] }> = c.load_tile(shape![BS, DH], [pid.1, 0i32]);
-        let st: Tile<T, { [BS, DH] }> = s.load_tile(shape![BS, DH], [pid.1, 0i32]);
-        let af: Tile<f32, { [1, BS, DH] }> = convert_tile(at);
-        let bf: Tile<f32, { [1, BS, DH] }> = convert_tile(bt);
-        let cf: Tile<f32, { [BS, DH] }> = convert_tile(ct);
-        let sf: Tile<f32, { [BS, DH] }> = convert_tile(st);
-        let cf: Tile<f32, { [1, BS, DH] }> = cf.reshape(shape![1, BS, DH]);
-        let sf: Tile<f32, { [1, BS, DH] }> = sf.reshape(shape![1, BS, DH]);
-        let sg: Tile<f32, { [1, BS, DH] }> = broadcast_scalar(sign, shape![1, BS, DH]);
-        let y: Tile<T, { [1, BS, DH] }> = convert_tile(af * cf + sg * bf * sf);
-        out.store(y);
+        let qt: Tile<T, { [1, R, DH] }> = q.load_tile(shape![1, R, DH], [pid.0, pid.1, 0i32]);
+        let ct: Tile<T, { [R, DH] }> = c.load_tile(shape![R, DH], [pid.1, 0i32]);
+        let st: Tile<T, { [R, DH] }> = s.load_tile(shape![R, DH], [pid.1, 0i32]);
+        let qf: Tile<f32, { [1, R, DH] }> = convert_tile(qt);
+        let qf: Tile<f32, { [BS, 2, DH] }> = qf.reshape(shape![BS, 2, DH]);
+        let cf: Tile<f32, { [R, DH] }> = convert_tile(ct);
+        let cf: Tile<f32, { [BS, 2, DH] }> = cf.reshape(shape![BS, 2, DH]);
+        let sf: Tile<f32, { [R, DH] }> = convert_tile(st);
+        let sf: Tile<f32, { [BS, 2, DH] }> = sf.reshape(shape![BS, 2, DH]);
+        let i0: Tile<i32, { [] }> = scalar_to_tile(0i32);
+        let i1: Tile<i32, { [] }> = scalar_to_tile(1i32);
+        let q1: Tile<f32, { [BS, 1, DH] }> = extract(qf, [i0, i0, i0]);
+        let q2: Tile<f32, { [BS, 1, DH] }> = extract(qf, [i0, i1, i0]);
+        let zero: Tile<f32, { [BS, 1, DH] }> = constant(0.0f32, shape![BS, 1, DH]);
+        let rot: Tile<f32, { [BS, 2, DH] }> = cat(zero - q2, q1, 1i32);
+        let y: Tile<f32, { [BS, 2, DH] }> = qf * cf + rot * sf;
+        let yt: Tile<T, { [BS, 2, DH] }> = convert_tile(y);
+        out.store(yt.reshape(shape![1, R, DH]));
     }
 }
 
@@ -70,39 +78,33 @@ fn dh(d: i32) -> i32 {
 }
 
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
-    // dims = (B, H, S, D); only D shapes the kernel (through DH).
+    let (bh, s, d) = (dims[0] * dims[1], dims[2], dims[3]);
+    let bs = config::get(cfg, "BS");
+    let half = d / 2;
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: "rope_half",
-        generics: vec![dtype.cutile_name().into(), config::get(cfg, "BS").to_string(), dh(dims[3]).to_string()],
-        strides: vec![("out", vec![-1, -1, 1]), ("a", vec![-1, -1, 1]), ("b", vec![-1, -1, 1]), ("c", vec![-1, 1]), ("s", vec![-1, 1])],
+        function: "rope",
+        generics: vec![dtype.cutile_name().into(), bs.to_string(), (2 * bs).to_string(), dh(d).to_string()],
+        args: vec![
+            ArgView::contiguous("out", 3, &[bh, 2 * s, half]),
+            ArgView::contiguous("q", 0, &[bh, 2 * s, half]),
+            ArgView::contiguous("c", 1, &[2 * s, half]),
+            ArgView::contiguous("s", 2, &[2 * s, half]),
+        ],
+        options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let t = &req.tensors;
-    let (bh, s, d) = (plan.dims[0] * plan.dims[1], plan.dims[2], plan.dims[3]);
-    let half = d / 2;
     let bs = config::get(&plan.cfg, "BS");
-    let off = half as u64 * req.dtype.size() as u64; // byte offset of the second half of a row
-    let view3 = [bh, s, half];
-    let st3 = [s * d, d, 1];
-    let g = specs(req.dtype, &plan.cfg, &plan.dims).remove(0).generics;
-    // (out half, a, b, cos/sin half, sign): first half a=q1, b=q2, sign -1; second a=q2, b=q1, sign +1.
-    for (o_off, a_off, b_off, sign) in [(0, 0, off, -1.0f32), (off, off, 0, 1.0f32)] {
-        // SAFETY: half-views inside the validated q, cos, sin and out (row strides D); see runtime::borrow.
-        let (a, b, c, sn, mut out) = unsafe {
-            (
-                borrow::<T>(&rt.ctx, t[0].ptr + a_off, &view3, &st3),
-                borrow::<T>(&rt.ctx, t[0].ptr + b_off, &view3, &st3),
-                borrow::<T>(&rt.ctx, t[1].ptr + o_off, &[s, half], &[d, 1]),
-                borrow::<T>(&rt.ctx, t[2].ptr + o_off, &[s, half], &[d, 1]),
-                borrow::<T>(&rt.ctx, t[3].ptr + o_off, &view3, &st3),
-            )
-        };
-        let op = kernel::rope_half((&mut out).partition([1, bs as usize, dh(d) as usize]), &a, &b, &c, &sn, sign).generics(g.clone());
-        unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))?;
-    }
-    Ok(())
+    let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
+    // SAFETY: contiguous reshapes of the validated q, cos, sin and out (see ArgView::borrow).
+    let (mut out, q, c, sn) = unsafe {
+        let a = &spec.args;
+        (a[0].borrow::<T>(rt, req), a[1].borrow::<T>(rt, req), a[2].borrow::<T>(rt, req), a[3].borrow::<T>(rt, req))
+    };
+    let dh = dh(plan.dims[3]) as usize;
+    let op = kernel::rope((&mut out).partition([1, 2 * bs as usize, dh]), &q, &c, &sn).generics(spec.generics).compile_options(spec.options);
+    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
 }

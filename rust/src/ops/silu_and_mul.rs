@@ -4,8 +4,7 @@
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{KernelSpec, Plan, Rt};
-use crate::runtime::borrow;
+use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -46,28 +45,29 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     Ok(Plan { dims: vec![x[0], h], cfg })
 }
 
-pub fn specs(dtype: DType, cfg: &Config) -> Vec<KernelSpec> {
+pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
+    let (m, h) = (dims[0], dims[1]);
     let g = |k: &str| config::get(cfg, k).to_string();
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
         function: "silu_and_mul",
         generics: vec![dtype.cutile_name().into(), g("BR"), g("BH")],
-        strides: vec![("out", vec![-1, 1]), ("gate", vec![-1, 1]), ("up", vec![-1, 1])],
+        // gate and up are the two halves of x (row stride 2H); up starts H elements in.
+        args: vec![
+            ArgView::contiguous("out", 1, &[m, h]),
+            ArgView::strided("gate", 0, 0, &[m, h], &[2 * h, 1]),
+            ArgView::strided("up", 0, h as i64, &[m, h], &[2 * h, 1]),
+        ],
+        options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let t = &req.tensors;
-    let (m, h) = (plan.dims[0], plan.dims[1]);
     let (br, bh) = (config::get(&plan.cfg, "BR"), config::get(&plan.cfg, "BH"));
-    let up_ptr = t[0].ptr + (h as u64) * req.dtype.size() as u64;
-    // SAFETY: gate and up are the two halves of the validated x (row stride 2H); out is validated.
-    let (gate, up, mut out) = unsafe {
-        (borrow::<T>(&rt.ctx, t[0].ptr, &[m, h], &[2 * h, 1]), borrow::<T>(&rt.ctx, up_ptr, &[m, h], &[2 * h, 1]),
-         borrow::<T>(&rt.ctx, t[1].ptr, &[m, h], &[h, 1]))
-    };
-    let g = specs(req.dtype, &plan.cfg).remove(0).generics;
-    let op = kernel::silu_and_mul((&mut out).partition([br as usize, bh as usize]), &gate, &up).generics(g);
+    let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
+    // SAFETY: gate and up are the two halves of the validated x; out is validated (see ArgView::borrow).
+    let (mut out, gate, up) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req), spec.args[2].borrow::<T>(rt, req)) };
+    let op = kernel::silu_and_mul((&mut out).partition([br as usize, bh as usize]), &gate, &up).generics(spec.generics).compile_options(spec.options);
     unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
 }

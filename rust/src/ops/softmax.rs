@@ -1,21 +1,51 @@
-//! softmax over rows of x (M, N). One tile block owns BR rows and streams them in BN-column chunks:
-//! pass 1 keeps a running max and a rescaled running sum (online softmax, so exp never overflows
-//! and any N works with a fixed tile), pass 2 writes exp(x - max) / sum. Columns past N are masked
-//! to -inf (loads pad with 0, which would otherwise count). All math in fp32.
+//! softmax over rows of x (M, N). All math in fp32; columns past N are masked to -inf (loads pad
+//! with 0, which would otherwise count).
+//!
+//! Two kernels, chosen by the tile width BN (config) against the row width N:
+//! * `softmax_row` (N <= BN): the whole row is one tile, so x is read once: max, exp, sum and the
+//!   write all happen on registers (cuTile Python's structure).
+//! * `softmax_chunks` (N > BN): one tile block streams its rows in BN-column chunks: pass 1 keeps a
+//!   running max and a rescaled running sum (online softmax, so exp never overflows and any N works
+//!   with a fixed tile), pass 2 recomputes exp(x - max) / sum and writes.
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{KernelSpec, Plan, Rt};
-use crate::runtime::borrow;
+use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
 
 #[cutile::module]
 pub mod kernel {
     use cutile::core::*;
 
+    /// One tile = BR whole rows (BN >= N). `out` is partitioned in BR x BN tiles, so the grid has one
+    /// column of blocks and stores past N are dropped.
+    #[cutile::entry()]
+    pub fn softmax_row<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+        out: &mut Tensor<T, { [BR, BN] }>,
+        x: &Tensor<T, { [-1, -1] }>,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let xt: Tile<T, { [BR, BN] }> = x.load_tile(shape![BR, BN], [pid.0, 0i32]);
+        let mut xf: Tile<f32, { [BR, BN] }> = convert_tile(xt);
+        if N < BN {
+            let cols: Tile<i32, { [BN] }> = iota(shape![BN]);
+            let cols: Tile<i32, { [BR, BN] }> = cols.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
+            let n_tile: Tile<i32, { [BR, BN] }> = broadcast_scalar(N, shape![BR, BN]);
+            let neg_inf: Tile<f32, { [BR, BN] }> = constant(f32::NEG_INFINITY, shape![BR, BN]);
+            xf = select(lt_tile(cols, n_tile), xf, neg_inf);
+        }
+        let m: Tile<f32, { [BR] }> = reduce_max(xf, 1);
+        let p: Tile<f32, { [BR, BN] }> = exp(xf - m.reshape(shape![BR, 1]).broadcast(shape![BR, BN]));
+        let l: Tile<f32, { [BR] }> = reduce_sum(p, 1);
+        let one: Tile<f32, { [BR, 1] }> = constant(1.0f32, shape![BR, 1]);
+        let inv: Tile<f32, { [BR, BN] }> = true_div(one, l.reshape(shape![BR, 1])).broadcast(shape![BR, BN]);
+        let yt: Tile<T, { [BR, BN] }> = convert_tile(p * inv);
+        out.store(yt);
+    }
+
     /// `out` is the block's BR x N slab (N exact, a generic: the chunk loop needs its bound).
     #[cutile::entry()]
-    pub fn softmax<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+    pub fn softmax_chunks<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
         out: &mut Tensor<T, { [BR, N] }>,
         x: &Tensor<T, { [-1, -1] }>,
     ) {
@@ -70,23 +100,32 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
 }
 
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
-    let g = |k: &str| config::get(cfg, k).to_string();
+    let (m, n) = (dims[0], dims[1]);
+    let (br, bn) = (config::get(cfg, "BR"), config::get(cfg, "BN"));
+    let one_pass = n <= bn;
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: "softmax",
-        generics: vec![dtype.cutile_name().into(), g("BR"), g("BN"), dims[1].to_string()],
-        strides: vec![("out", vec![-1, 1]), ("x", vec![-1, 1])],
+        function: if one_pass { "softmax_row" } else { "softmax_chunks" },
+        generics: vec![dtype.cutile_name().into(), br.to_string(), bn.to_string(), n.to_string()],
+        args: vec![ArgView::contiguous("out", 1, &[m, n]), ArgView::contiguous("x", 0, &[m, n])],
+        options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let t = &req.tensors;
-    let (m, n) = (plan.dims[0], plan.dims[1]);
-    let br = config::get(&plan.cfg, "BR");
-    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see runtime::borrow).
-    let (x, mut out) = unsafe { (borrow::<T>(&rt.ctx, t[0].ptr, &[m, n], &[n, 1]), borrow::<T>(&rt.ctx, t[1].ptr, &[m, n], &[n, 1])) };
-    let g = specs(req.dtype, &plan.cfg, &plan.dims).remove(0).generics;
-    let op = kernel::softmax((&mut out).partition([br as usize, n as usize]), &x).generics(g);
-    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+    let n = plan.dims[1];
+    let (br, bn) = (config::get(&plan.cfg, "BR") as usize, config::get(&plan.cfg, "BN") as usize);
+    let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see ArgView::borrow).
+    let (mut out, x) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req)) };
+    let (g, o) = (spec.generics, spec.options);
+    let r = if spec.function == "softmax_row" {
+        let op = kernel::softmax_row((&mut out).partition([br, bn]), &x).generics(g).compile_options(o);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else {
+        let op = kernel::softmax_chunks((&mut out).partition([br, n as usize]), &x).generics(g).compile_options(o);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    };
+    r.map_err(|e| format!("{e}"))
 }

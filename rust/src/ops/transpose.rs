@@ -3,8 +3,7 @@
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{KernelSpec, Plan, Rt};
-use crate::runtime::borrow;
+use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -36,23 +35,23 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     Ok(Plan { dims: x, cfg })
 }
 
-pub fn specs(dtype: DType, cfg: &Config) -> Vec<KernelSpec> {
+pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
+    let (m, n) = (dims[0], dims[1]);
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
         function: "transpose",
         generics: vec![dtype.cutile_name().into(), config::get(cfg, "BM").to_string(), config::get(cfg, "BN").to_string()],
-        strides: vec![("out", vec![-1, 1]), ("x", vec![-1, 1])],
+        args: vec![ArgView::contiguous("out", 1, &[n, m]), ArgView::contiguous("x", 0, &[m, n])],
+        options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let t = &req.tensors;
-    let (m, n) = (plan.dims[0], plan.dims[1]);
     let (bm, bn) = (config::get(&plan.cfg, "BM"), config::get(&plan.cfg, "BN"));
-    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see runtime::borrow).
-    let (x, mut out) = unsafe { (borrow::<T>(&rt.ctx, t[0].ptr, &[m, n], &[n, 1]), borrow::<T>(&rt.ctx, t[1].ptr, &[n, m], &[m, 1])) };
-    let g = specs(req.dtype, &plan.cfg).remove(0).generics;
-    let op = kernel::transpose((&mut out).partition([bn as usize, bm as usize]), &x).generics(g);
+    let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
+    // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see ArgView::borrow).
+    let (mut out, x) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req)) };
+    let op = kernel::transpose((&mut out).partition([bn as usize, bm as usize]), &x).generics(spec.generics).compile_options(spec.options);
     unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
 }

@@ -3,8 +3,7 @@
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, Request};
 use crate::config::{self, Config};
-use crate::ops::{KernelSpec, Plan, Rt};
-use crate::runtime::borrow;
+use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -35,27 +34,24 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     Ok(Plan { dims: vec![n], cfg })
 }
 
-pub fn specs(dtype: crate::args::DType, cfg: &Config) -> Vec<KernelSpec> {
+pub fn specs(dtype: crate::args::DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
+    let n = dims[0];
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
         function: "vector_add",
         generics: vec![dtype.cutile_name().into(), config::get(cfg, "BLOCK").to_string()],
-        strides: vec![("out", vec![1]), ("a", vec![1]), ("b", vec![1])],
+        args: vec![ArgView::contiguous("out", 2, &[n]), ArgView::contiguous("a", 0, &[n]), ArgView::contiguous("b", 1, &[n])],
+        options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let t = &req.tensors;
-    let n = plan.dims[0];
     let block = config::get(&plan.cfg, "BLOCK");
+    let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
     // SAFETY: validated contiguous torch tensors of dtype T on rt's device, alive for the stream's work.
-    let (a, b, mut out) = unsafe {
-        (borrow::<T>(&rt.ctx, t[0].ptr, &[n], &[1]), borrow::<T>(&rt.ctx, t[1].ptr, &[n], &[1]),
-         borrow::<T>(&rt.ctx, t[2].ptr, &[n], &[1]))
-    };
-    let spec = &specs(req.dtype, &plan.cfg)[0];
-    let op = kernel::vector_add((&mut out).partition([block as usize]), &a, &b).generics(spec.generics.clone());
+    let (mut out, a, b) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req), spec.args[2].borrow::<T>(rt, req)) };
+    let op = kernel::vector_add((&mut out).partition([block as usize]), &a, &b).generics(spec.generics).compile_options(spec.options);
     // SAFETY: no host sync by contract; torch orders and keeps alive the memory on this stream.
     unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
 }
