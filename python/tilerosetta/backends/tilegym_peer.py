@@ -42,6 +42,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as md
 import math
+import os
 import warnings
 from typing import Any, Callable
 
@@ -93,8 +94,10 @@ def _import_tilegym():
 
     TileGym's __init__ wraps cuda.tile.launch in a function that prints a one-time notice for its
     experimental kernels; we put the original back so that cutile_py's launches stay exactly as they were.
-    Its import warnings (no transformers, Triton without a driver) are not ours to print.
+    Its import warnings and log lines (no transformers, Triton without a driver) are not ours to print:
+    TileGym's log level defaults to ERROR here unless TILEGYM_LOG_LEVEL is set.
     """
+    os.environ.setdefault("TILEGYM_LOG_LEVEL", "ERROR")
     try:
         import cuda.tile as ct
         launch = ct.launch
