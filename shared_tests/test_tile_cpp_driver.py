@@ -66,33 +66,42 @@ def run_child(fake_driver, tmp_path, kinds, kernel, shapes, dtype, params, strea
 
 
 def test_launch_passes_grid_block_stream_and_parameters(fake_driver, tmp_path):
-    result, log = run_child(fake_driver, tmp_path, "pppiif", "rms_norm_fp16_4_512",
+    result, log = run_child(fake_driver, tmp_path, "pppiif", "rms_norm_fp16_4_512_4",
                             [[257, 4099], [4099], [257, 4099]], "float16", {"eps": 0.25}, stream=123456)
     assert result == "ok", result
     assert log[0] == "load 7f454c46 class=2 machine=190"  # an ELF64 CUDA cubin
-    assert log[1] == "function rms_norm_fp16_4_512"
+    assert log[1] == "function rms_norm_fp16_4_512_4"  # N = 4099: the generic twin
     assert log[2] == ("launch grid=65,1,1 block=1,1,1 shared=0 stream=123456 "
                       "params=p:4096 p:8192 p:12288 i:257 i:4099 f:0.25 ")
 
 
 def test_attention_parameters(fake_driver, tmp_path):
     shape = [2, 3, 300, 64]
-    result, log = run_child(fake_driver, tmp_path, "ppppifi", "attention_bf16_64_128_64", [shape] * 4,
+    result, log = run_child(fake_driver, tmp_path, "ppppiifi", "attention_bf16_64_128_64_0", [shape] * 4,
                             "bfloat16", {"causal": True, "scale": 0.5})
     assert result == "ok", result
     grid, params = log[2].split(" block=")[0], log[2].split("params=")[1].split()
     assert grid == "launch grid=3,6,1"
     assert params[:4] == ["p:4096", "p:8192", "p:12288", "p:16384"]
-    assert params[4] == "i:300" and params[6] == "i:1"
-    assert float(params[5][2:]) == pytest.approx(0.5 * 1.4426950408889634, rel=1e-6)
+    assert params[4] == "i:6" and params[5] == "i:300" and params[7] == "i:1"  # B*H, S, causal
+    assert float(params[6][2:]) == pytest.approx(0.5 * 1.4426950408889634, rel=1e-6)
 
 
-def test_bmm_uses_grid_z_for_the_batch(fake_driver, tmp_path):
-    result, log = run_child(fake_driver, tmp_path, "pppiii", "bmm_fp32_64_64_32",
+def test_bmm_uses_grid_y_for_the_batch(fake_driver, tmp_path):
+    result, log = run_child(fake_driver, tmp_path, "pppiiii", "bmm_fp32_64_64_32_0",
                             [[5, 127, 131], [5, 131, 129], [5, 127, 129]], "float32", {})
     assert result == "ok", result
-    assert log[2].startswith("launch grid=2,3,5 block=1,1,1")
-    assert log[2].endswith("i:127 i:129 i:131 ")
+    assert log[1] == "function bmm_fp32_64_64_32_0"  # K, N not multiples of 4 floats: the generic twin
+    assert log[2].startswith("launch grid=6,5,1 block=1,1,1")
+    assert log[2].endswith("i:5 i:127 i:129 i:131 ")  # Bt, M, N, K
+
+
+def test_aligned_call_launches_the_a16_twin(fake_driver, tmp_path):
+    result, log = run_child(fake_driver, tmp_path, "pppiii", "matmul_bf16_64_64_64_0",
+                            [[100, 64], [64, 256], [100, 256]], "bfloat16", {})
+    assert result == "ok", result
+    assert log[1] == "function matmul_bf16_64_64_64_0_a16"
+    assert log[2].startswith("launch grid=8,1,1 block=1,1,1")
 
 
 @pytest.mark.skipif("sm_80" not in os.environ.get("TILEROSETTA_TILE_CPP_ARCHS", "sm_80"),

@@ -77,8 +77,9 @@ def test_cubin_is_a_cuda_elf_holding_every_kernel(op, arch):
     assert blob[4] == 2, "not a 64-bit ELF"
     (machine,) = struct.unpack_from("<H", blob, 18)
     assert machine == EM_CUDA, f"e_machine {machine}, expected EM_CUDA ({EM_CUDA})"
-    for k in kernels_of(op):  # the launcher finds kernels by these symbol names
-        assert b"\0" + k["name"].encode() + b"\0" in blob, f"{k['name']} not in {op} {arch} cubin"
+    for k in kernels_of(op):  # the launcher finds kernels by these symbol names (and their aligned twins)
+        for name in (k["name"], k["name"] + "_a16"):
+            assert b"\0" + name.encode() + b"\0" in blob, f"{name} not in {op} {arch} cubin"
 
 
 def test_kernel_table_covers_every_op_and_dtype():
@@ -101,7 +102,7 @@ def refused(kernel, tensors, params=None, *, op, arg, exc=ValueError, match=""):
 def test_refuses_wrong_dtype():
     x, out = fakes("softmax", {"M": 17, "N": 129})
     out.dtype = torch.float16
-    refused("softmax_fp32_1_1024", [x, out], op="softmax", arg="out", match="fp16")
+    refused("softmax_fp32_1_1024_4", [x, out], op="softmax", arg="out", match="fp16")
     a, b, o = fakes("vector_add", {"N": 7}, torch.float64)
     refused("vector_add_fp32_1024", [a, b, o], op="vector_add", arg="a", match="float64")
 
@@ -109,13 +110,13 @@ def test_refuses_wrong_dtype():
 def test_refuses_wrong_shape_and_rank():
     x, out = fakes("softmax", {"M": 17, "N": 129})
     out.shape = (17, 128)
-    refused("softmax_fp32_1_1024", [x, out], op="softmax", arg="out", match="N=128")
+    refused("softmax_fp32_1_1024_4", [x, out], op="softmax", arg="out", match="N=128")
     x, out = fakes("silu_and_mul", {"M": 3, "H": 7})
     x.shape, x._strides = (3, 15), (15, 1)  # not 2*H
     refused("silu_and_mul_fp32_4_256", [x, out], op="silu_and_mul", arg="x", match="expected shape")
     a, b, o = fakes("matmul", {"M": 4, "N": 5, "K": 6})
     a.shape, a._strides = (1, 4, 6), (24, 6, 1)
-    refused("matmul_fp32_64_64_32", [a, b, o], op="matmul", arg="a", match="2-D")
+    refused("matmul_fp32_64_64_32_0", [a, b, o], op="matmul", arg="a", match="2-D")
 
 
 def test_refuses_non_contiguous_cpu_and_non_tensor():
@@ -132,18 +133,18 @@ def test_refuses_non_contiguous_cpu_and_non_tensor():
 
 def test_refuses_bad_params_and_head_dim():
     x, w, out = fakes("rms_norm", {"M": 3, "N": 7})
-    refused("rms_norm_fp32_1_1024", [x, w, out], {}, op="rms_norm", arg="eps", match="missing")
-    refused("rms_norm_fp32_1_1024", [x, w, out], {"eps": "x"}, op="rms_norm", arg="eps", exc=TypeError)
+    refused("rms_norm_fp32_1_1024_4", [x, w, out], {}, op="rms_norm", arg="eps", match="missing")
+    refused("rms_norm_fp32_1_1024_4", [x, w, out], {"eps": "x"}, op="rms_norm", arg="eps", exc=TypeError)
     q = fakes("attention", {"B": 1, "H": 2, "S": 17, "D": 128}, torch.float16)
-    refused("attention_fp16_64_128_64", q, {"causal": False, "scale": None}, op="attention", arg="q",
+    refused("attention_fp16_64_128_64_0", q, {"causal": False, "scale": None}, op="attention", arg="q",
             match="D=128")
     r = fakes("rope", {"B": 1, "H": 1, "S": 3, "D": 5})
-    refused("rope_fp32_16_64", r, op="rope", arg="q", match="even")
+    refused("rope_fp32_16_64_4", r, op="rope", arg="q", match="even")
 
 
 def test_unknown_kernel_is_refused():
     with pytest.raises(ValueError, match="unknown kernel"):
-        mod.plan("softmax_fp32_3_3", fakes("softmax", {"M": 1, "N": 1}), {})
+        mod.plan("softmax_fp32_3_3_4", fakes("softmax", {"M": 1, "N": 1}), {})
 
 
 # ---- launch plans: grid and scalar arguments --------------------------------------------------------
@@ -151,11 +152,12 @@ def test_unknown_kernel_is_refused():
     ("vector_add_fp32_1024", "vector_add", {"N": 4099}, {}, (5, 1, 1), [4099]),
     ("vector_add_fp32_1024", "vector_add", {"N": 1}, {}, (1, 1, 1), [1]),
     ("transpose_fp32_32_32", "transpose", {"M": 300, "N": 1000}, {}, (10, 32, 1), [300, 1000]),
-    ("softmax_fp32_4_512", "softmax", {"M": 257, "N": 4099}, {}, (65, 1, 1), [257, 4099]),
+    ("softmax_fp32_4_512_4", "softmax", {"M": 257, "N": 4099}, {}, (65, 1, 1), [257, 4099]),
     ("silu_and_mul_fp32_4_256", "silu_and_mul", {"M": 257, "H": 4099}, {}, (65, 17, 1), [257, 4099]),
-    ("rope_fp32_16_64", "rope", {"B": 2, "H": 3, "S": 17, "D": 128}, {}, (2, 6, 1), [17, 128]),
-    ("matmul_fp32_64_64_32", "matmul", {"M": 127, "N": 129, "K": 131}, {}, (2, 3, 1), [127, 129, 131]),
-    ("bmm_fp32_64_64_32", "bmm", {"Bt": 5, "M": 127, "N": 129, "K": 131}, {}, (2, 3, 5), [127, 129, 131]),
+    ("rope_fp32_16_64_4", "rope", {"B": 2, "H": 3, "S": 17, "D": 128}, {}, (2, 6, 1), [17, 128]),
+    # matmul/bmm: x is the flat (swizzled in the kernel) output-tile index, y the batch entry
+    ("matmul_fp32_64_64_32_0", "matmul", {"M": 127, "N": 129, "K": 131}, {}, (6, 1, 1), [1, 127, 129, 131]),
+    ("bmm_fp32_64_64_32_0", "bmm", {"Bt": 5, "M": 127, "N": 129, "K": 131}, {}, (6, 5, 1), [5, 127, 129, 131]),
 ])
 def test_plan_grid(kernel, op, dims, params, grid, ints):
     plan = mod.plan(kernel, fakes(op, dims), params)
@@ -165,17 +167,46 @@ def test_plan_grid(kernel, op, dims, params, grid, ints):
 
 def test_plan_attention_scale_and_causal():
     q = fakes("attention", {"B": 2, "H": 3, "S": 300, "D": 128}, torch.bfloat16)
-    plan = mod.plan("attention_bf16_128_128_64", q, {"causal": True, "scale": None})
+    plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": True, "scale": None})
     assert tuple(plan["grid"]) == (3, 6, 1)
-    assert list(plan["ints"]) == [300, 1]
+    assert list(plan["ints"]) == [6, 300, 1]
     assert plan["floats"][0] == pytest.approx(math.log2(math.e) / math.sqrt(128), rel=1e-6)
-    plan = mod.plan("attention_bf16_128_128_64", q, {"causal": False, "scale": 0.3})
-    assert list(plan["ints"]) == [300, 0]
+    plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": False, "scale": 0.3})
+    assert list(plan["ints"]) == [6, 300, 0]
     assert plan["floats"][0] == pytest.approx(0.3 * math.log2(math.e), rel=1e-6)
 
 
+# ---- the aligned (`_a16`, TMA / 128-bit) twin is chosen only when its assumptions hold ---------------
+@pytest.mark.parametrize("kernel, op, dims, dtype, ptr, aligned", [
+    ("matmul_fp16_64_64_64_0", "matmul", {"M": 1, "N": 64, "K": 64}, torch.float16, 1 << 20, True),
+    ("matmul_fp16_64_64_64_0", "matmul", {"M": 64, "N": 64, "K": 63}, torch.float16, 1 << 20, False),  # K row stride
+    ("matmul_fp16_64_64_64_0", "matmul", {"M": 64, "N": 60, "K": 64}, torch.float16, 1 << 20, False),  # N row stride
+    ("matmul_fp16_64_64_64_0", "matmul", {"M": 64, "N": 64, "K": 64}, torch.float16, (1 << 20) + 2, False),
+    ("bmm_fp32_64_64_32_0", "bmm", {"Bt": 3, "M": 5, "N": 4, "K": 12}, torch.float32, 1 << 20, True),
+    ("bmm_fp32_64_64_32_0", "bmm", {"Bt": 3, "M": 5, "N": 6, "K": 12}, torch.float32, 1 << 20, False),
+    ("vector_add_fp16_1024", "vector_add", {"N": 1 << 12}, torch.float16, 1 << 20, True),
+    ("vector_add_fp16_1024", "vector_add", {"N": 4099}, torch.float16, 1 << 20, False),  # prime length
+    ("transpose_fp32_32_32", "transpose", {"M": 8, "N": 12}, torch.float32, 1 << 20, True),
+    ("transpose_fp32_32_32", "transpose", {"M": 1, "N": 12}, torch.float32, 1 << 20, False),  # M = out's row stride
+    ("softmax_bf16_1_1024_4", "softmax", {"M": 1, "N": 4096}, torch.bfloat16, 1 << 20, True),
+    ("softmax_bf16_1_1024_4", "softmax", {"M": 4096, "N": 4095}, torch.bfloat16, 1 << 20, False),
+    ("silu_and_mul_fp16_4_256", "silu_and_mul", {"M": 3, "H": 8}, torch.float16, 1 << 20, True),
+    ("silu_and_mul_fp16_4_256", "silu_and_mul", {"M": 3, "H": 12}, torch.float16, 1 << 20, False),  # 2nd half offset
+    ("rope_bf16_16_64_4", "rope", {"B": 1, "H": 2, "S": 5, "D": 128}, torch.bfloat16, 1 << 20, True),
+    ("rope_bf16_16_64_4", "rope", {"B": 1, "H": 2, "S": 5, "D": 24}, torch.bfloat16, 1 << 20, False),  # D/2 = 12
+    ("attention_fp16_64_128_64_0", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, 1 << 20, True),
+    ("attention_fp16_64_128_64_0", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, (1 << 20) + 8, False),
+])
+def test_plan_picks_the_aligned_twin_only_when_it_is_safe(kernel, op, dims, dtype, ptr, aligned):
+    tensors = fakes(op, dims, dtype)
+    tensors[-1]._ptr = ptr  # the output's pointer decides as much as any input's
+    plan = mod.plan(kernel, tensors, {"eps": 1e-5} if op in ("rms_norm", "layer_norm") else {})
+    assert plan["aligned"] is aligned
+    assert plan["function"] == kernel + ("_a16" if aligned else "")
+
+
 def test_plan_layer_norm_eps():
-    plan = mod.plan("layer_norm_fp16_1_1024", fakes("layer_norm", {"M": 3, "N": 7}, torch.float16), {"eps": 1e-5})
+    plan = mod.plan("layer_norm_fp16_1_1024_4", fakes("layer_norm", {"M": 3, "N": 7}, torch.float16), {"eps": 1e-5})
     assert plan["floats"][0] == pytest.approx(1e-5)
 
 
@@ -234,3 +265,130 @@ def test_set_config_forces_and_restores(adapter):
     assert adapter.kernel_for("matmul", torch.float16, dims) == default
     with pytest.raises(ValueError, match="not instantiated"):
         adapter.set_config("matmul", torch.float16, {"TM": 3, "TN": 3, "TK": 3})
+
+
+# ---- no kernel may build TMA descriptors on the device ------------------------------------------------
+# A tile view whose base pointer is computed in the kernel (q + bh * S * D) makes tileiras encode its TMA
+# descriptor on the device, in a global workspace the kernel reads from a hidden parameter after the
+# declared ones; cuLaunchKernel never fills it, which faulted on the H200 (cpp/kernels/gemm.cuh). Such a
+# kernel is marked in .nv.info: attribute 0x5f has bit 0x4 (0x104 where the others have 0x101) and
+# EIATTR_CBANK_PARAM_SIZE (0x19) exceeds the declared parameters without tensormap parameters.
+def _nv_info(cubin: bytes) -> dict[str, list[tuple[int, int, object]]]:
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    hdrs = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names_at = hdrs[shstrndx][4]
+
+    def name(off):
+        return cubin[names_at + off:cubin.index(b"\0", names_at + off)].decode()
+
+    out = {}
+    for h in hdrs:
+        sec = name(h[0])
+        if not sec.startswith(".nv.info."):
+            continue
+        data, i, attrs = cubin[h[4]:h[4] + h[5]], 0, []
+        while i < len(data):
+            if data[i] == 0:  # padding
+                i += 1
+                continue
+            fmt, aid = data[i], data[i + 1]
+            i += 2
+            if fmt == 1:
+                val = None
+            elif fmt == 2:
+                val, i = data[i], i + 1
+            elif fmt == 3:
+                val, i = struct.unpack_from("<H", data, i)[0], i + 2
+            elif fmt == 4:
+                n = struct.unpack_from("<H", data, i)[0]
+                val, i = data[i + 2:i + 2 + n], i + 2 + n
+            else:
+                raise AssertionError(f"{sec}: unknown .nv.info format {fmt} at {i}")
+            attrs.append((aid, fmt, val))
+        out[sec[len(".nv.info."):]] = attrs
+    return out
+
+
+@pytest.mark.parametrize("op", ["matmul", "bmm", "attention", "rms_norm", "rope", "silu_and_mul"])
+def test_no_kernel_builds_tma_descriptors_on_the_device(op):
+    if "sm_90" not in mod.ARCHS:
+        pytest.skip(f"module built without sm_90 (has {mod.ARCHS})")
+    info = _nv_info(mod.cubin(op, "sm_90"))
+    names = {k["name"] for k in mod.kernels() if k["op"] == op}
+    assert names and names <= set(info) and {n + "_a16" for n in names} <= set(info)
+    bad = [k for k, attrs in info.items() if any(a == 0x5F and f == 3 and v & 0x4 for a, f, v in attrs)]
+    assert not bad, f"kernels with device-built TMA descriptors (hidden workspace parameter): {bad}"
+
+
+def _cuobjdump():
+    import shutil
+    from pathlib import Path
+
+    try:
+        import triton
+
+        bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if bundled.exists():
+            return str(bundled)
+    except ImportError:
+        pass
+    return shutil.which("cuobjdump")
+
+
+@pytest.mark.parametrize("op", ["matmul", "bmm", "attention"])
+def test_sass_reads_no_device_descriptor_workspace(op, tmp_path):
+    # The same fault seen in the SASS: the device-side descriptor path loads its workspace base from the
+    # driver constant c[0x0][0x1c0] and writes descriptors with ATOMG + UTMACCTL.IV.
+    import subprocess
+
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (neither triton's bundled one nor on PATH)")
+    if "sm_90" not in mod.ARCHS:
+        pytest.skip(f"module built without sm_90 (has {mod.ARCHS})")
+    path = tmp_path / f"{op}.cubin"
+    path.write_bytes(mod.cubin(op, "sm_90"))
+    sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+    funcs = sass.split("Function : ")[1:]
+    assert len(funcs) == 2 * len([k for k in mod.kernels() if k["op"] == op])
+    bad = [f.split()[0] for f in funcs if "c[0x0][0x1c0]" in f or "UTMACCTL.IV" in f]
+    assert not bad, f"kernels building TMA descriptors on the device: {bad}"
+    tma = [f.split()[0] for f in funcs if "UTMALDG" in f]
+    assert all(f.endswith("_a16") for f in tma) and tma, "the _a16 twins should load with TMA"
+
+
+# ---- tools/probe_tile_cpp.py (the GPU run is the lead's; here its CPU-side logic) -------------------------
+def _probe():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "probe_tile_cpp.py"
+    spec = importlib.util.spec_from_file_location("probe_tile_cpp", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    return probe
+
+
+def test_probe_lists_every_kernel_twice_and_every_op():
+    probe = _probe()
+    assert set(probe.CASES) == set(OP_NAMES)
+    variants = probe._variants(list(OP_NAMES))
+    assert len(variants) == 2 * len(mod.kernels())
+    assert {(v["kernel"], v["a16"]) for v in variants} == {(k["name"], a) for k in mod.kernels()
+                                                              for a in (True, False)}
+    for v in variants:  # every probe case is a valid call of its kernel (attention takes D from it)
+        case = probe._case(v)
+        dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[v["dtype"]]
+        plan = mod.plan(v["kernel"], fakes(v["op"], case.dims, dtype), SPECS[v["op"]].full_params(case.params),
+                        a16=v["a16"])
+        assert plan["function"] == v["kernel"] + ("_a16" if v["a16"] else "")
+
+
+@pytest.mark.skipif(mod.driver_status()[0], reason="a CUDA driver is present: this checks the no-GPU path")
+def test_probe_child_reports_an_error_not_a_fault_without_gpu():
+    probe = _probe()
+    v = probe._variants(["vector_add"])[0]
+    r = probe._run_child(v, timeout=120)
+    assert r["status"] == "ERROR", r
+    assert "FAULT" not in probe._fmt(r) and "vector_add" in probe._fmt(r)

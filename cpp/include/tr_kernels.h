@@ -21,11 +21,15 @@
   X(transpose, fp16, __half, 64, 64) X(transpose, fp16, __half, 128, 64) \
   X(transpose, bf16, __nv_bfloat16, 64, 64) X(transpose, bf16, __nv_bfloat16, 128, 64)
 
-// softmax, rms_norm, layer_norm: TM rows per block, TN columns per chunk (looped over N)
+// softmax, rms_norm, layer_norm: TM rows per block, TN columns per chunk (looped over N; a row with
+// N <= TN is loaded once), OCC the occupancy hint (see common.cuh: without it 255 registers, 1 CTA/SM).
+// The adapter takes the smallest single-chunk TN >= N up to 16384, else the looped 1 x 1024.
+#define TR_ROW_KERNELS_T(X, op, dt, CT) \
+  X(op, dt, CT, 1, 1024, 4) X(op, dt, CT, 4, 512, 4) X(op, dt, CT, 1, 4096, 4) \
+  X(op, dt, CT, 1, 8192, 4) X(op, dt, CT, 1, 8192, 2) X(op, dt, CT, 1, 16384, 2)
 #define TR_ROW_KERNELS(X, op) \
-  X(op, fp32, float, 1, 1024) X(op, fp32, float, 4, 512) \
-  X(op, fp16, __half, 1, 1024) X(op, fp16, __half, 4, 512) \
-  X(op, bf16, __nv_bfloat16, 1, 1024) X(op, bf16, __nv_bfloat16, 4, 512)
+  TR_ROW_KERNELS_T(X, op, fp32, float) TR_ROW_KERNELS_T(X, op, fp16, __half) \
+  TR_ROW_KERNELS_T(X, op, bf16, __nv_bfloat16)
 #define TR_SOFTMAX_KERNELS(X) TR_ROW_KERNELS(X, softmax)
 #define TR_RMS_NORM_KERNELS(X) TR_ROW_KERNELS(X, rms_norm)
 #define TR_LAYER_NORM_KERNELS(X) TR_ROW_KERNELS(X, layer_norm)
@@ -36,32 +40,38 @@
   X(silu_and_mul, fp16, __half, 4, 256) X(silu_and_mul, fp16, __half, 1, 1024) \
   X(silu_and_mul, bf16, __nv_bfloat16, 4, 256) X(silu_and_mul, bf16, __nv_bfloat16, 1, 1024)
 
-// rope: TS positions per block, TD columns of each half per chunk (looped over D/2)
+// rope: TS positions per block, TD columns of each half per chunk (looped over D/2), OCC occupancy hint
+#define TR_ROPE_KERNELS_T(X, dt, CT) \
+  X(rope, dt, CT, 16, 64, 4) X(rope, dt, CT, 32, 64, 4) X(rope, dt, CT, 32, 64, 8)
 #define TR_ROPE_KERNELS(X) \
-  X(rope, fp32, float, 16, 64) X(rope, fp32, float, 64, 64) \
-  X(rope, fp16, __half, 16, 64) X(rope, fp16, __half, 64, 64) \
-  X(rope, bf16, __nv_bfloat16, 16, 64) X(rope, bf16, __nv_bfloat16, 64, 64)
+  TR_ROPE_KERNELS_T(X, fp32, float) TR_ROPE_KERNELS_T(X, fp16, __half) TR_ROPE_KERNELS_T(X, bf16, __nv_bfloat16)
 
-// matmul, bmm: TM x TN output tile, TK reduction chunk
+// matmul, bmm: TM x TN output tile, TK reduction chunk, W the num_worker_warps_per_cta hint (0 = the
+// compiler's choice; 128 x 256 needs 8 or its accumulator spills). fp32 runs as tf32 (HGMMA .TF32).
+#define TR_GEMM_KERNELS_16(X, op, dt, CT) \
+  X(op, dt, CT, 64, 64, 64, 0) X(op, dt, CT, 128, 128, 64, 0) X(op, dt, CT, 128, 256, 64, 8) \
+  X(op, dt, CT, 128, 128, 64, 8)
 #define TR_GEMM_KERNELS(X, op) \
-  X(op, fp32, float, 64, 64, 32) X(op, fp32, float, 128, 128, 32) \
-  X(op, fp16, __half, 64, 64, 64) X(op, fp16, __half, 128, 128, 64) \
-  X(op, bf16, __nv_bfloat16, 64, 64, 64) X(op, bf16, __nv_bfloat16, 128, 128, 64)
+  X(op, fp32, float, 64, 64, 32, 0) X(op, fp32, float, 128, 128, 32, 0) \
+  TR_GEMM_KERNELS_16(X, op, fp16, __half) TR_GEMM_KERNELS_16(X, op, bf16, __nv_bfloat16)
 #define TR_MATMUL_KERNELS(X) TR_GEMM_KERNELS(X, matmul)
 #define TR_BMM_KERNELS(X) TR_GEMM_KERNELS(X, bmm)
 
-// attention: D (head dim, exact), TQ query rows per block, TK keys per chunk. One config per head dim:
-// each attention kernel costs ~20 s of nvcc per arch, and CI compiles four archs on two cores.
-#define TR_ATTENTION_KERNELS(X) \
-  X(attention, fp16, __half, 64, 128, 64) X(attention, fp16, __half, 128, 128, 64) \
-  X(attention, bf16, __nv_bfloat16, 64, 128, 64) X(attention, bf16, __nv_bfloat16, 128, 128, 64)
+// attention: D (head dim, exact), TQ query rows per block, TK keys per chunk, W worker-warps hint.
+// The same (TQ, TK, W) set for every D (the adapter's config_space does not depend on D). The generic
+// (unaligned) twins are the slow ones to compile (~20 s each per arch); keep this short.
+#define TR_ATTENTION_KERNELS_T(X, dt, CT) \
+  X(attention, dt, CT, 64, 128, 64, 0) X(attention, dt, CT, 64, 128, 64, 8) \
+  X(attention, dt, CT, 128, 128, 64, 0) X(attention, dt, CT, 128, 128, 64, 8)
+#define TR_ATTENTION_KERNELS(X) TR_ATTENTION_KERNELS_T(X, fp16, __half) TR_ATTENTION_KERNELS_T(X, bf16, __nv_bfloat16)
 // clang-format on
 
 // The names of the template arguments, per op, in order (used by the module to report configs).
 #define TR_CONFIG_KEYS(Y) \
-  Y(vector_add, "TILE") Y(transpose, "TM", "TN") Y(softmax, "TM", "TN") Y(rms_norm, "TM", "TN") \
-  Y(layer_norm, "TM", "TN") Y(silu_and_mul, "TM", "TN") Y(rope, "TS", "TD") \
-  Y(matmul, "TM", "TN", "TK") Y(bmm, "TM", "TN", "TK") Y(attention, "D", "TQ", "TK")
+  Y(vector_add, "TILE") Y(transpose, "TM", "TN") Y(softmax, "TM", "TN", "OCC") \
+  Y(rms_norm, "TM", "TN", "OCC") Y(layer_norm, "TM", "TN", "OCC") Y(silu_and_mul, "TM", "TN") \
+  Y(rope, "TS", "TD", "OCC") Y(matmul, "TM", "TN", "TK", "W") Y(bmm, "TM", "TN", "TK", "W") \
+  Y(attention, "D", "TQ", "TK", "W")
 
 #define TR_ALL_OPS(Z) \
   Z(vector_add) Z(transpose) Z(softmax) Z(rms_norm) Z(layer_norm) Z(silu_and_mul) Z(rope) Z(matmul) \

@@ -6,11 +6,18 @@
 //  * every load is load_masked (out-of-bounds elements read as padding) and every store is store_masked
 //    (out-of-bounds elements are dropped), so sizes need not be multiples of the tile: tails, M = 1 and
 //    primes are handled by the view, not by special cases;
-//  * arithmetic is done in fp32 (element_cast on load, cast back to the storage type on store).
+//  * arithmetic is done in fp32 (element_cast on load, cast back to the storage type on store);
+//  * every kernel is instantiated twice (TR_ENTRY below): a generic body, and an `_a16` body for calls
+//    whose pointers are 16-byte aligned and whose row strides are multiples of 16 bytes (the module
+//    checks this per call, see Plan::aligned in src/ops.cpp). Only with those facts stated to the
+//    compiler (ct::assume_aligned / ct::assume_divisible) does tileiras use TMA (UTMALDG/UTMASTG) or
+//    128-bit LDG/STG; without them every element is a separate 2- or 4-byte load, which made the
+//    first version of these kernels 2-40x slower than cuTile Python.
 #pragma once
 #include <cuda_tile.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_tf32.h>
 
 #include "tr_kernels.h"
 
@@ -34,4 +41,33 @@ __tile__ inline auto strided_rows(T* base, int rows, int cols, int ld) {
 
 __tile__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// A = true: tell the compiler the pointer is 16-byte aligned (the module checked it).
+template <bool A, typename T>
+__tile__ inline T* al(T* p) {
+  if constexpr (A) return ct::assume_aligned<16>(p);
+  else return p;
+}
+
+// A = true: tell the compiler n is a multiple of 16 bytes' worth of T (a row stride the module checked).
+template <bool A, typename T>
+__tile__ inline int dv(int n) {
+  if constexpr (A) return ct::assume_divisible<16 / sizeof(T)>(n);
+  else return n;
+}
+
 }  // namespace tr
+
+// Kernel-level compiler hints, chosen per instantiated config (tr_kernels.h) and spliced in front of
+// __tile_global__. 0 = no hint (the compiler's choice).
+//  OCC: occupancy, the CTAs per SM tileiras cuts the register budget for. Without it the row kernels
+//       get 255 registers and one CTA per SM, too little memory traffic in flight.
+//  W:   num_worker_warps_per_cta. A 128x256 GEMM accumulator or a 128x128 attention accumulator spills
+//       to local memory with the default; 8 worker warps (two consumer warpgroups) hold it.
+#define TR_HINT_OCC_0
+#define TR_HINT_OCC_1 [[cutile::hint(0, occupancy = 1)]]
+#define TR_HINT_OCC_2 [[cutile::hint(0, occupancy = 2)]]
+#define TR_HINT_OCC_4 [[cutile::hint(0, occupancy = 4)]]
+#define TR_HINT_OCC_8 [[cutile::hint(0, occupancy = 8)]]
+#define TR_HINT_W_0
+#define TR_HINT_W_4 [[cutile::hint(0, num_worker_warps_per_cta = 4)]]
+#define TR_HINT_W_8 [[cutile::hint(0, num_worker_warps_per_cta = 8)]]

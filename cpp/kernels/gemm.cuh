@@ -1,28 +1,69 @@
 // The GEMM body shared by matmul.cu and bmm.cu: out[z] (M, N) = a[z] (M, K) @ b[z] (K, N), with z the
-// grid's third dimension (always 0 for matmul). Block (bx, by) accumulates its TM x TN output tile in
-// fp32 over K in TK chunks with the tensor-core mma; K tails load as zeros, which add nothing. fp32
-// inputs go to mma as fp32 (the compiler may use tf32; the spec allows tf32 tolerance for fp32).
+// grid's y dimension (always 0 for matmul). The grid's x is the flat output-tile index, swizzled into
+// (pm, pn) in GROUP_M-tall column-major groups so that blocks running at the same time share rows of A
+// and columns of B in L2. Each block accumulates its TM x TN output tile in fp32 over K in TK chunks
+// with the tensor-core mma (HGMMA on sm_90); K tails load as zeros, which add nothing. fp32 inputs are
+// rounded to tf32 before the mma (the spec's fp32 tolerance is tf32's): fp32 x fp32 mma would not run
+// on the tensor cores.
+//
+// A (see common.cuh): with A = true the module has checked that a, b, out are 16-byte aligned and K, N
+// are multiples of 16 bytes of T, so the loads and the store become TMA (UTMALDG/UTMASTG).
+//
+// Why 3-D views of the kernel's own pointer arguments, and no `a + z * M * K`: tileiras encodes a TMA
+// descriptor on the host side (as extra kernel parameters, like cuTile Python) only for a view whose
+// base is a kernel parameter. For a base computed in the kernel it builds the descriptor on the device,
+// in a global workspace the kernel takes from a driver constant (c[0x0][0x1c0]) or, when that is null,
+// from a hidden 8-byte parameter after the declared ones (EIATTR_CBANK_PARAM_SIZE 0x30 for 0x24 of
+// declared parameters). cuLaunchKernel never fills that hidden parameter. That was the "illegal memory
+// access" of the first _a16 GEMM/attention kernels on the H200 (runs 3-4); fp16 passing was luck of
+// what lay in the parameter bank. The batch is therefore the leading dimension of the view (1 for
+// matmul) and each tile is (1, TM, TK), reshaped to 2-D for the mma. shared_tests/test_tile_cpp_module.py
+// checks every _a16 kernel in the sm_90 cubins for the device-side descriptor path.
 #pragma once
 #include "common.cuh"
 
-template <typename T, int TM, int TN, int TK>
-__tile__ void gemm_tile(T* a, T* b, T* out, int M, int N, int K) {
-  long long z = ct::bid().z;
-  ct::partition_view pa{ct::tensor_span{a + z * M * K, ct::extents{M, K}}, ct::shape<TM, TK>{}};
-  ct::partition_view pb{ct::tensor_span{b + z * K * N, ct::extents{K, N}}, ct::shape<TK, TN>{}};
-  ct::partition_view po{ct::tensor_span{out + z * M * N, ct::extents{M, N}}, ct::shape<TM, TN>{}};
-  unsigned bx = ct::bid().x, by = ct::bid().y;
+constexpr int TR_GEMM_GROUP_M = 8;
+
+template <bool A, typename T, int TM, int TN, int TK>
+__tile__ void gemm_tile(T* a, T* b, T* out, int Bt, int M, int N, int K) {
+  a = tr::al<A>(a), b = tr::al<A>(b), out = tr::al<A>(out);
+  K = tr::dv<A, T>(K);
+  N = tr::dv<A, T>(N);
+  ct::partition_view pa{ct::tensor_span{a, ct::extents{Bt, M, K}}, ct::shape<1, TM, TK>{}};
+  ct::partition_view pb{ct::tensor_span{b, ct::extents{Bt, K, N}}, ct::shape<1, TK, TN>{}};
+  ct::partition_view po{ct::tensor_span{out, ct::extents{Bt, M, N}}, ct::shape<1, TM, TN>{}};
+
+  int z = ct::bid().y;
+  int tiles_m = tr::ceil_div(M, TM), tiles_n = tr::ceil_div(N, TN);
+  int pid = ct::bid().x;
+  int per_group = TR_GEMM_GROUP_M * tiles_n;
+  int first_m = (pid / per_group) * TR_GEMM_GROUP_M;
+  int rows = tiles_m - first_m < TR_GEMM_GROUP_M ? tiles_m - first_m : TR_GEMM_GROUP_M;
+  int pm = first_m + (pid % per_group) % rows;
+  int pn = (pid % per_group) / rows;
+
   using Acc = tr::ftile<TM, TN>;
   Acc acc = ct::zeros<Acc>();
   int nk = tr::ceil_div(K, TK);
   for (int k = 0; k < nk; ++k) {
-    acc = ct::mma(pa.load_masked(bx, k), pb.load_masked(k, by), acc);
+    auto x = ct::reshape(pa.load_masked(z, pm, k), ct::shape<TM, TK>{});
+    auto y = ct::reshape(pb.load_masked(z, k, pn), ct::shape<TK, TN>{});
+    if constexpr (sizeof(T) == 4) {
+      acc = ct::mma(ct::element_cast<__nv_tf32>(x), ct::element_cast<__nv_tf32>(y), acc);
+    } else {
+      acc = ct::mma(x, y, acc);
+    }
   }
-  po.store_masked(ct::element_cast<T>(acc), bx, by);
+  po.store_masked(ct::reshape(ct::element_cast<T>(acc), ct::shape<1, TM, TN>{}), z, pm, pn);
 }
 
-#define TR_GEMM_ENTRY(op, dt, CT, TM, TN, TK)                                                      \
-  extern "C" __tile_global__ void op##_##dt##_##TM##_##TN##_##TK(CT* a, CT* b, CT* out, int M,     \
-                                                                 int N, int K) {                   \
-    gemm_tile<CT, TM, TN, TK>(a, b, out, M, N, K);                                                 \
+// W: the num_worker_warps_per_cta hint (common.cuh); 128x256 tiles need 8 or the accumulator spills.
+#define TR_GEMM_ENTRY(op, dt, CT, TM, TN, TK, W)                                                   \
+  extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##TM##_##TN##_##TK##_##W(              \
+      CT* a, CT* b, CT* out, int Bt, int M, int N, int K) {                                        \
+    gemm_tile<false, CT, TM, TN, TK>(a, b, out, Bt, M, N, K);                                      \
+  }                                                                                                \
+  extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##TM##_##TN##_##TK##_##W##_a16(        \
+      CT* a, CT* b, CT* out, int Bt, int M, int N, int K) {                                        \
+    gemm_tile<true, CT, TM, TN, TK>(a, b, out, Bt, M, N, K);                                       \
   }

@@ -1,11 +1,15 @@
 // layer_norm: out = (x - mean) * rsqrt(var + eps) * w + b over rows of (M, N), biased variance.
-// Three passes over N in TN chunks: the mean, then the variance around that mean (not E[x^2] - E[x]^2,
+// When one TN chunk covers the row (N <= TN) it is loaded once and kept in registers; otherwise three
+// passes over N in TN chunks: the mean, then the variance around that mean (not E[x^2] - E[x]^2,
 // which cancels catastrophically for inputs with a large common offset), then the output. In the
-// variance pass the padded columns would contribute (0 - mean)^2, so they are masked out by index.
+// variance the padded columns would contribute (0 - mean)^2, so they are masked out by index.
+// A: see common.cuh.
 #include "common.cuh"
 
-template <typename T, int TM, int TN>
+template <bool A, typename T, int TM, int TN>
 __tile__ void layer_norm_tile(T* x, T* w, T* b, T* out, int M, int N, float eps) {
+  x = tr::al<A>(x), w = tr::al<A>(w), b = tr::al<A>(b), out = tr::al<A>(out);
+  N = tr::dv<A, T>(N);  // A: the row stride is a multiple of 16 bytes (common.cuh)
   auto shp = ct::shape<TM, TN>{};
   ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, shp};
   ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, shp};
@@ -15,13 +19,23 @@ __tile__ void layer_norm_tile(T* x, T* w, T* b, T* out, int M, int N, float eps)
   using Col = tr::ftile<TM, 1>;
   int nc = tr::ceil_div(N, TN);
   float inv_n = 1.0f / (float)N;
+  auto lane = ct::iota<ct::tile<int, ct::shape<1, TN>>>();
+  if (nc == 1) {  // the whole row in one tile: one read, one write
+    auto t = ct::element_cast<float>(px.load_masked(i, 0));
+    auto mean = ct::sum(t, 1_ic) * inv_n;
+    auto d = ct::select(lane < N, t - mean, ct::zeros<tr::ftile<TM, TN>>());
+    auto rstd = ct::rsqrt(ct::sum(d * d, 1_ic) * inv_n + eps);
+    auto wt = ct::reshape(ct::element_cast<float>(pw.load_masked(0)), ct::shape<1, TN>{});
+    auto bt = ct::reshape(ct::element_cast<float>(pb.load_masked(0)), ct::shape<1, TN>{});
+    po.store_masked(ct::element_cast<T>(d * rstd * wt + bt), i, 0);
+    return;
+  }
   Col acc = ct::zeros<Col>();
   for (int j = 0; j < nc; ++j) {
     acc = acc + ct::sum(ct::element_cast<float>(px.load_masked(i, j)), 1_ic);
   }
   auto mean = acc * inv_n;
   Col var_acc = ct::zeros<Col>();
-  auto lane = ct::iota<ct::tile<int, ct::shape<1, TN>>>();
   for (int j = 0; j < nc; ++j) {
     auto d = ct::element_cast<float>(px.load_masked(i, j)) - mean;
     auto valid = (lane + j * TN) < N;
@@ -37,9 +51,14 @@ __tile__ void layer_norm_tile(T* x, T* w, T* b, T* out, int M, int N, float eps)
   }
 }
 
-#define X(op, dt, CT, TM, TN)                                                                      \
-  extern "C" __tile_global__ void op##_##dt##_##TM##_##TN(CT* x, CT* w, CT* b, CT* out, int M,     \
-                                                          int N, float eps) {                      \
-    layer_norm_tile<CT, TM, TN>(x, w, b, out, M, N, eps);                                          \
+// OCC: the occupancy hint (common.cuh).
+#define X(op, dt, CT, TM, TN, OCC)                                                                 \
+  extern "C" TR_HINT_OCC_##OCC __tile_global__ void op##_##dt##_##TM##_##TN##_##OCC(              \
+      CT* x, CT* w, CT* b, CT* out, int M, int N, float eps) {                                     \
+    layer_norm_tile<false, CT, TM, TN>(x, w, b, out, M, N, eps);                                   \
+  }                                                                                                \
+  extern "C" TR_HINT_OCC_##OCC __tile_global__ void op##_##dt##_##TM##_##TN##_##OCC##_a16(        \
+      CT* x, CT* w, CT* b, CT* out, int M, int N, float eps) {                                     \
+    layer_norm_tile<true, CT, TM, TN>(x, w, b, out, M, N, eps);                                    \
   }
 TR_LAYER_NORM_KERNELS(X)

@@ -4,18 +4,20 @@
 // so any even D works (cos/sin are read as given: both halves, not assumed equal).
 #include "common.cuh"
 
-template <typename T, int TS, int TD>
+template <bool A, typename T, int TS, int TD>
 __tile__ void rope_tile(T* q, T* cos, T* sin, T* out, int S, int D) {
+  q = tr::al<A>(q), cos = tr::al<A>(cos), sin = tr::al<A>(sin), out = tr::al<A>(out);
   long long bh = ct::bid().y;
   unsigned bx = ct::bid().x;
-  int h = D / 2;
-  T* qb = q + bh * S * D;
-  T* ob = out + bh * S * D;
+  int h = tr::dv<A, T>(D / 2);  // A: D/2 (the halves' offset) is a multiple of 16 bytes of T
+  D = 2 * h;
+  T* qb = tr::al<A>(q + bh * S * D);
+  T* ob = tr::al<A>(out + bh * S * D);
   auto shp = ct::shape<TS, TD>{};
-  ct::partition_view q1{tr::strided_rows(qb, S, h, D), shp}, q2{tr::strided_rows(qb + h, S, h, D), shp};
-  ct::partition_view c1{tr::strided_rows(cos, S, h, D), shp}, c2{tr::strided_rows(cos + h, S, h, D), shp};
-  ct::partition_view s1{tr::strided_rows(sin, S, h, D), shp}, s2{tr::strided_rows(sin + h, S, h, D), shp};
-  ct::partition_view o1{tr::strided_rows(ob, S, h, D), shp}, o2{tr::strided_rows(ob + h, S, h, D), shp};
+  ct::partition_view q1{tr::strided_rows(qb, S, h, D), shp}, q2{tr::strided_rows(tr::al<A>(qb + h), S, h, D), shp};
+  ct::partition_view c1{tr::strided_rows(cos, S, h, D), shp}, c2{tr::strided_rows(tr::al<A>(cos + h), S, h, D), shp};
+  ct::partition_view s1{tr::strided_rows(sin, S, h, D), shp}, s2{tr::strided_rows(tr::al<A>(sin + h), S, h, D), shp};
+  ct::partition_view o1{tr::strided_rows(ob, S, h, D), shp}, o2{tr::strided_rows(tr::al<A>(ob + h), S, h, D), shp};
   int nc = tr::ceil_div(h, TD);
   for (int j = 0; j < nc; ++j) {
     auto a = ct::element_cast<float>(q1.load_masked(bx, j));
@@ -29,9 +31,14 @@ __tile__ void rope_tile(T* q, T* cos, T* sin, T* out, int S, int D) {
   }
 }
 
-#define X(op, dt, CT, TS, TD)                                                                      \
-  extern "C" __tile_global__ void op##_##dt##_##TS##_##TD(CT* q, CT* cos, CT* sin, CT* out, int S, \
-                                                          int D) {                                 \
-    rope_tile<CT, TS, TD>(q, cos, sin, out, S, D);                                                 \
+// OCC: the occupancy hint (common.cuh).
+#define X(op, dt, CT, TS, TD, OCC)                                                                 \
+  extern "C" TR_HINT_OCC_##OCC __tile_global__ void op##_##dt##_##TS##_##TD##_##OCC(              \
+      CT* q, CT* cos, CT* sin, CT* out, int S, int D) {                                            \
+    rope_tile<false, CT, TS, TD>(q, cos, sin, out, S, D);                                          \
+  }                                                                                                \
+  extern "C" TR_HINT_OCC_##OCC __tile_global__ void op##_##dt##_##TS##_##TD##_##OCC##_a16(        \
+      CT* q, CT* cos, CT* sin, CT* out, int S, int D) {                                            \
+    rope_tile<true, CT, TS, TD>(q, cos, sin, out, S, D);                                           \
   }
 TR_ROPE_KERNELS(X)

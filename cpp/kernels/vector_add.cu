@@ -1,9 +1,12 @@
 // vector_add: out = a + b over a 1-D tensor of any length. One block per TILE elements; the last
-// block's tail is masked by the view.
+// block's tail is masked by the view. A: the three pointers are 16-byte aligned and n is a multiple of
+// 16 bytes of T (see common.cuh): without the second fact the masks are per element and so are the loads.
 #include "common.cuh"
 
-template <typename T, int TILE>
+template <bool A, typename T, int TILE>
 __tile__ void vector_add_tile(T* a, T* b, T* out, int n) {
+  a = tr::al<A>(a), b = tr::al<A>(b), out = tr::al<A>(out);
+  n = tr::dv<A, T>(n);
   auto shp = ct::shape<TILE>{};
   ct::partition_view pa{ct::tensor_span{a, ct::extents{n}}, shp};
   ct::partition_view pb{ct::tensor_span{b, ct::extents{n}}, shp};
@@ -13,8 +16,11 @@ __tile__ void vector_add_tile(T* a, T* b, T* out, int n) {
   po.store_masked(ct::element_cast<T>(sum), i);
 }
 
-#define X(op, dt, CT, TILE)                                                               \
-  extern "C" __tile_global__ void op##_##dt##_##TILE(CT* a, CT* b, CT* out, int n) {      \
-    vector_add_tile<CT, TILE>(a, b, out, n);                                              \
+#define X(op, dt, CT, TILE)                                                                  \
+  extern "C" __tile_global__ void op##_##dt##_##TILE(CT* a, CT* b, CT* out, int n) {         \
+    vector_add_tile<false, CT, TILE>(a, b, out, n);                                          \
+  }                                                                                          \
+  extern "C" __tile_global__ void op##_##dt##_##TILE##_a16(CT* a, CT* b, CT* out, int n) {   \
+    vector_add_tile<true, CT, TILE>(a, b, out, n);                                           \
   }
 TR_VECTOR_ADD_KERNELS(X)

@@ -84,23 +84,37 @@ py::dict kernel_dict(const tr::KernelInfo& k) {
   return d;
 }
 
-tr::Plan checked_plan(const std::string& kernel, const py::sequence& tensors, const py::dict& params) {
+// a16: None = the aligned twin when the call allows it (the default), False = always the generic body,
+// True = the aligned twin or a ValueError. The probe (tools/probe_tile_cpp.py) uses it to time and check
+// each twin on its own.
+tr::Plan checked_plan(const std::string& kernel, const py::sequence& tensors, const py::dict& params,
+                      const py::object& a16 = py::none()) {
   const tr::KernelInfo& k = find_kernel(kernel);
+  tr::Plan plan;
   try {
-    return tr::make_plan(k, tensors, params);
+    plan = tr::make_plan(k, tensors, params);
   } catch (const tr::ArgError& e) {
     if (e.type_error) throw py::type_error(e.what());
     throw py::value_error(e.what());
   }
+  if (!a16.is_none()) {
+    if (!a16.cast<bool>()) {
+      plan.function = k.name;
+    } else if (!plan.aligned) {
+      throw py::value_error("tile_cpp." + k.op + ": argument 'a16': the call is not 16-byte aligned (pointers "
+                            "and row strides), so " + k.name + "_a16 cannot run it");
+    }
+  }
+  return plan;
 }
 
 void launch(const std::string& kernel, const py::sequence& tensors, const py::dict& params,
-            std::uintptr_t stream) {
-  tr::Plan plan = checked_plan(kernel, tensors, params);  // refuse before touching the driver
+            std::uintptr_t stream, const py::object& a16) {
+  tr::Plan plan = checked_plan(kernel, tensors, params, a16);  // refuse before touching the driver
   const tr::KernelInfo& k = find_kernel(kernel);
   if (!has_cubin(k.op)) throw std::runtime_error("tile_cpp." + k.op + ": no cubin of this op was built");
   try {
-    tr::CUfunction f = tr::get_function(plan.device, k.op, k.name);
+    tr::CUfunction f = tr::get_function(plan.device, k.op, plan.function);
     std::vector<void*> args;
     size_t p = 0, i = 0, fl = 0;
     for (char kind : plan.kinds) {
@@ -108,7 +122,7 @@ void launch(const std::string& kernel, const py::sequence& tensors, const py::di
       else if (kind == 'i') args.push_back(&plan.ints[i++]);
       else args.push_back(&plan.floats[fl++]);
     }
-    tr::launch(plan.device, f, plan.grid, args.data(), stream, k.name);
+    tr::launch(plan.device, f, plan.grid, args.data(), stream, plan.function);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("tile_cpp." + k.op + ": " + e.what());
   }
@@ -157,19 +171,24 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
   m.def("device_arch", [](int device) { return "sm_" + std::to_string(tr::device_arch(device)); },
         py::arg("device") = 0);
 
-  m.def("plan", [](const std::string& kernel, const py::sequence& tensors, const py::dict& params) {
-    tr::Plan p = checked_plan(kernel, tensors, params);
+  m.def("plan", [](const std::string& kernel, const py::sequence& tensors, const py::dict& params,
+                   const py::object& a16) {
+    tr::Plan p = checked_plan(kernel, tensors, params, a16);
     py::dict d;
     d["grid"] = py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
     d["device"] = p.device;
     d["dims"] = p.dims;
     d["ints"] = p.ints;
     d["floats"] = p.floats;
+    d["aligned"] = p.aligned;
+    d["function"] = p.function;
     return d;
-  }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(),
-     "Check a call and return its launch plan without launching (no GPU needed).");
+  }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(), py::arg("a16") = py::none(),
+     "Check a call and return its launch plan without launching (no GPU needed). a16: None picks the "
+     "aligned twin when the call allows it, False forces the generic body, True requires the twin.");
 
   m.def("launch", &launch, py::arg("kernel"), py::arg("tensors"), py::arg("params"), py::arg("stream"),
+        py::arg("a16") = py::none(),
         "Check and launch `kernel` on the CUDA stream handle `stream` (an int, e.g. "
         "torch.cuda.current_stream().cuda_stream). Asynchronous: no host synchronisation.");
 

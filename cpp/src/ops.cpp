@@ -106,6 +106,20 @@ double param_number(const std::string& op, const py::dict& params, const char* k
 
 unsigned blocks(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
+// The extents each op's `_a16` body assumes to be multiples of 16 bytes of the element type (row
+// strides, and the column offset of a second half): must match the tr::dv<A, T>(...) calls in
+// cpp/kernels/<op>.cu. rope's entry is D/2 (the halves' offset); D then follows.
+std::vector<std::int64_t> aligned_dims(const std::string& op, std::map<std::string, std::int64_t>& dm) {
+  if (op == "vector_add") return {dm["N"]};
+  if (op == "transpose") return {dm["M"], dm["N"]};
+  if (op == "softmax" || op == "rms_norm" || op == "layer_norm") return {dm["N"]};
+  if (op == "silu_and_mul") return {dm["H"]};
+  if (op == "rope") return {dm["D"] % 2 ? 1 : dm["D"] / 2};
+  if (op == "matmul" || op == "bmm") return {dm["K"], dm["N"]};
+  if (op == "attention") return {dm["D"]};
+  throw std::logic_error("no alignment rule for op " + op);
+}
+
 }  // namespace
 
 int KernelInfo::get(const std::string& key) const {
@@ -211,10 +225,13 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
     plan.grid[0] = blocks(dm["S"], k.get("TS"));
     plan.grid[1] = static_cast<unsigned>(dm["B"] * dm["H"]);
   } else if (op == "matmul" || op == "bmm") {
-    ints({dm["M"], dm["N"], dm["K"]}), kinds += "iii";
-    plan.grid[0] = blocks(dm["M"], k.get("TM"));
-    plan.grid[1] = blocks(dm["N"], k.get("TN"));
-    plan.grid[2] = op == "bmm" ? static_cast<unsigned>(dm["Bt"]) : 1u;
+    // Bt first: the kernel views a, b, out as (Bt, M, K) etc. (Bt = 1 for matmul), see gemm.cuh.
+    ints({op == "bmm" ? dm["Bt"] : 1, dm["M"], dm["N"], dm["K"]}), kinds += "iiii";
+    // x: the flat output-tile index (the kernel swizzles it for L2 reuse), y: the batch entry.
+    std::int64_t tiles = static_cast<std::int64_t>(blocks(dm["M"], k.get("TM"))) * blocks(dm["N"], k.get("TN"));
+    if (tiles > kMaxInt) throw ArgError{op, "out", std::to_string(tiles) + " output tiles exceed the grid's x limit"};
+    plan.grid[0] = static_cast<unsigned>(tiles);
+    plan.grid[1] = op == "bmm" ? static_cast<unsigned>(dm["Bt"]) : 1u;
   } else if (op == "attention") {
     if (dm["D"] != k.get("D"))
       throw ArgError{op, "q", "head dim D=" + std::to_string(dm["D"]) + " does not match kernel " + k.name +
@@ -223,16 +240,23 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
     if (params.contains("scale") && !py::object(params["scale"]).is_none()) scale = param_number(op, params, "scale");
     bool causal = false;
     if (params.contains("causal")) causal = py::bool_(params["causal"]);
+    // B*H first: the kernel views q, k, v, out as (B*H, S, D), see attention.cu.
+    plan.ints.push_back(static_cast<std::int32_t>(dm["B"] * dm["H"]));
     plan.ints.push_back(static_cast<std::int32_t>(dm["S"]));
     plan.floats.push_back(static_cast<float>(scale * 1.4426950408889634));  // log2(e): kernel uses exp2
     plan.ints.push_back(causal ? 1 : 0);
-    kinds += "ifi";
+    kinds += "iifi";
     plan.grid[0] = blocks(dm["S"], k.get("TQ"));
     plan.grid[1] = static_cast<unsigned>(dm["B"] * dm["H"]);
   } else {
     throw std::logic_error("no launch plan for op " + op);
   }
   plan.kinds.assign(kinds.begin(), kinds.end());
+  const std::int64_t vec = 16 / element_size(k.dtype);
+  plan.aligned = true;
+  for (auto p : plan.pointers) plan.aligned = plan.aligned && p % 16 == 0;
+  for (auto d : aligned_dims(op, dm)) plan.aligned = plan.aligned && d % vec == 0;
+  plan.function = k.name + (plan.aligned ? "_a16" : "");
   if (plan.grid[1] > 65535 || plan.grid[2] > 65535)
     throw ArgError{op, sig.tensors[0].first, "grid (" + std::to_string(plan.grid[0]) + ", " +
                                                  std::to_string(plan.grid[1]) + ", " + std::to_string(plan.grid[2]) +

@@ -35,6 +35,12 @@ struct Plan {
   std::vector<std::int32_t> ints;       // then these int parameters
   std::vector<float> floats;            // then these float parameters (order per op, see ops.cpp)
   std::vector<char> kinds;              // 'p', 'i', 'f' per kernel parameter, in order
+  // Every pointer 16-byte aligned and every row stride (and column offset) a multiple of 16 bytes: the
+  // call may use the kernel's `_a16` twin, which tells the compiler so (TMA / 128-bit loads). Each
+  // kernel source says which extents its A = true body assumes divisible; aligned_dims() in ops.cpp
+  // lists the same per op.
+  bool aligned = false;
+  std::string function;                 // the symbol to launch: the kernel's name, + "_a16" if aligned
 };
 
 // The argument names of an op (inputs then outputs), for error messages and the Python side.

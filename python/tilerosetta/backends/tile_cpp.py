@@ -8,11 +8,17 @@ runs at call time.
 
 Tile sizes are template arguments: the module holds a small table of instantiated configs per op and
 dtype (cpp/include/tr_kernels.h). This adapter chooses among them: DEFAULTS below (by op, dtype and
-problem size), or whatever `set_config` forced (tile-size sweeps).
+problem size), or whatever `set_config` forced (tile-size sweeps). Some configs carry compiler hints
+as keys too: OCC (occupancy) for the row ops and rope, W (worker warps) for matmul/bmm/attention.
+
+Each config is compiled twice, generic and `_a16` (pointers 16-byte aligned, row strides multiples of
+16 bytes: TMA and 128-bit loads); the module picks the twin per call from the tensors, so the adapter
+never has to (cpp/README.md).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 import torch
@@ -29,19 +35,62 @@ except ImportError as exc:  # not built here (no tile-capable nvcc at build time
     _IMPORT_ERROR = (f"extension module tilerosetta_tile_cpp is not built ({exc}); build it with "
                      f"`make build-python` (needs the pinned nvcc 13.4 in .toolchain/)")
 
+# TILEROSETTA_TILE_CPP_A16=0 makes every call use the generic (unaligned, no TMA) kernel bodies: an
+# escape hatch should an _a16 kernel misbehave on a GPU; unset = the module picks per call.
+_A16 = False if os.environ.get("TILEROSETTA_TILE_CPP_A16", "").strip() == "0" else None
+
 H200_SMS = 132  # below this many output tiles, smaller GEMM tiles keep more SMs busy
 
 
-def _row_default(dtype, dims):
+def _row_default(dtype, dims, widest=16384):
+    # A row that fits one chunk (N <= TN) is read once; the smallest such TN keeps registers low.
     # Short rows: several rows per block so a block still moves a useful amount of data.
-    return {"TM": 4, "TN": 512} if dims.get("N", 1 << 30) <= 512 else {"TM": 1, "TN": 1024}
+    # Spills (cuobjdump --dump-resource-usage, sm_90) bound the single-read width: a 16384-wide fp32
+    # row spills, so fp32 stops at 8192 (occupancy 2); rms_norm/layer_norm keep w (and b) beside the
+    # row and spill at 16384 even in 16-bit, so they stop at 8192 (`widest`); wider rows loop.
+    n = dims.get("N", 1 << 30)
+    if n <= 512:
+        return {"TM": 4, "TN": 512, "OCC": 4}
+    if dtype == torch.float32:
+        single = ((1024, 4), (4096, 4), (8192, 2))
+    else:
+        single = tuple(c for c in ((1024, 4), (4096, 4), (8192, 4), (16384, 2)) if c[0] <= widest)
+    for tn, occ in single:
+        if n <= tn:
+            return {"TM": 1, "TN": tn, "OCC": occ}
+    return {"TM": 1, "TN": 1024, "OCC": 4}
 
 
 def _gemm_default(dtype, dims):
-    tiles = -(-dims.get("M", 1 << 20) // 128) * -(-dims.get("N", 1 << 20) // 128) * dims.get("Bt", 1)
-    big = tiles >= H200_SMS
-    tk = 32 if dtype == torch.float32 else 64
-    return {"TM": 128, "TN": 128, "TK": tk} if big else {"TM": 64, "TN": 64, "TK": tk}
+    # 128x256 tiles with 8 worker warps (what cuTile Python reaches 91% of torch.mm with) when there
+    # are enough of them to fill the SMs; 128x128, then 64x64, for smaller problems.
+    m, n, bt = dims.get("M", 1 << 20), dims.get("N", 1 << 20), dims.get("Bt", 1)
+    if dtype == torch.float32:
+        big = -(-m // 128) * -(-n // 128) * bt >= H200_SMS
+        return {"TM": 128, "TN": 128, "TK": 32, "W": 0} if big else {"TM": 64, "TN": 64, "TK": 32, "W": 0}
+    if -(-m // 128) * -(-n // 128) * bt >= H200_SMS:
+        return {"TM": 128, "TN": 128, "TK": 64, "W": 0}
+    return {"TM": 64, "TN": 64, "TK": 64, "W": 0}
+
+
+def _attention_default(dtype, dims):
+    # D = 128 spills a little without 8 worker warps (cuobjdump: STL), but see UNSAFE_CONFIGS.
+    return {"TQ": 128, "TK": 64, "W": 0}
+
+
+# Instantiated configurations kept out of defaults and sweeps until tools/probe_tile_cpp.py shows them
+# correct on the H200. The W=8 (num_worker_warps_per_cta=8) kernels of matmul/bmm (128x256x64) and
+# attention (D=128) raised "illegal memory access" in H200 run 3 (2026-11-30), and bf16 128x128x64 W=0
+# in run 4. The cause found since (cpu-side, cuobjdump): those _a16 kernels built their TMA
+# descriptors on the device, in a workspace passed as a hidden kernel parameter that cuLaunchKernel
+# never filled (cpp/kernels/gemm.cuh). The kernels now view the batch as a tensor dimension, so the
+# descriptors are kernel parameters like those of rms_norm/softmax (correct on the H200 in run 4).
+# W=0 is the default again on that evidence; W=8 stays out until the probe has run it.
+UNSAFE_CONFIGS = {"matmul": ({"W": 8},), "bmm": ({"W": 8},), "attention": ({"W": 8},)}
+
+
+def _unsafe(op: str, cfg: dict) -> bool:
+    return any(all(cfg.get(k) == v for k, v in bad.items()) for bad in UNSAFE_CONFIGS.get(op, ()))
 
 
 # op -> fn(dtype, dims) -> config (a subset of the template arguments; attention's D comes from the call).
@@ -49,13 +98,16 @@ DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     "vector_add": lambda dtype, dims: {"TILE": 4096 if dims.get("N", 1 << 30) >= 1 << 20 else 1024},
     "transpose": lambda dtype, dims: {"TM": 32, "TN": 32} if dtype == torch.float32 else {"TM": 64, "TN": 64},
     "softmax": _row_default,
-    "rms_norm": _row_default,
-    "layer_norm": _row_default,
+    "rms_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
+    "layer_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
     "silu_and_mul": lambda dtype, dims: {"TM": 4, "TN": 256},
-    "rope": lambda dtype, dims: {"TS": 16, "TD": 64},
+    # 16-bit: 32 positions at 4 CTAs/SM (OCC 8 caps at 64 registers and spills a little on sm_90;
+    # the sweep can still pick it); fp32 tiles are twice the bytes, so 16 positions.
+    "rope": lambda dtype, dims: {"TS": 16, "TD": 64, "OCC": 4} if dtype == torch.float32
+    else {"TS": 32, "TD": 64, "OCC": 4},
     "matmul": _gemm_default,
     "bmm": _gemm_default,
-    "attention": lambda dtype, dims: {"TQ": 128, "TK": 64},
+    "attention": _attention_default,
 }
 CALL_FIXED = {"attention": ("D",)}  # template arguments fixed by the call's shapes, not tunable
 
@@ -124,7 +176,7 @@ class TileCppBackend(Backend):
             dims = spec.dims_of(tensors)
             kernel = self.kernel_for(op, tensors[0].dtype, dims)
             stream = torch.cuda.current_stream(tensors[0].device).cuda_stream
-            _mod.launch(kernel, list(tensors), params, stream)
+            _mod.launch(kernel, list(tensors), params, stream, a16=_A16)
 
         fn.__name__ = op
         return fn
@@ -138,7 +190,7 @@ class TileCppBackend(Backend):
         space = []
         for k in self._candidates(op, dtype):
             cfg = {key: v for key, v in k["config"].items() if key not in fixed}
-            if cfg not in space:
+            if cfg not in space and not _unsafe(op, cfg):
                 space.append(cfg)
         return space
 
