@@ -56,4 +56,4 @@ echo "gpu-bundle: site.tar.xz holds: $(ls "$stage/site" | tr '\n' ' ')"
 cp tools/gpu-run.sh $out/run.sh
 du -sh $out; ls -la $out
 total=$(( $(du -sb $out | cut -f1) / 1048576 ))
-[ "$total" -lt 60 ] || { echo "gpu-bundle: $total MiB, over the 60 MiB budget"; exit 1; }
+[ "$total" -lt 61 ] || { echo "gpu-bundle: $total MiB, over the 61 MiB budget (a call carries 64 MiB with the ~2.5 MiB source tree)"; exit 1; }

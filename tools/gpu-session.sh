@@ -8,7 +8,7 @@
 # Usage: tools/gpu-session.sh OUTDIR   (needs gpu-bundle/ from `make gpu-bundle`)
 # Env: BACKENDS (default: all that run), SUITE_K ("backend=pytest -k expr;..." to narrow a backend's suite),
 #      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'), MAX_CONFIGS (8),
-#      PROBE=1 (tools/probe_tile_cpp.py after the suite), BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
+#      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
 #      per-step time limits T_SUITE, T_PROBE, T_SWEEPS, T_BENCH (s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,12 +42,14 @@ wait
 for b in ${backends//,/ }; do echo "$b: $(tail -1 "$suite/test-$b.log")"; done | tee "$out/suite-summary.txt"
 tar -C "$suite" -czf "$out/suite.tar.gz" .
 stamp "suite"
-timeout 120 gpu-bundle/run.sh shell python3 -m pytest shared_tests/test_bench_gpu.py -q -rs -p no:cacheprovider \
-  > "$out/extra.log" 2>&1; tail -3 "$out/extra.log"
-stamp "bench self-tests"
+if [ "${SKIP_SELFTEST:-0}" != 1 ]; then
+  timeout 120 gpu-bundle/run.sh shell python3 -m pytest shared_tests/test_bench_gpu.py -q -rs -p no:cacheprovider \
+    > "$out/extra.log" 2>&1; tail -3 "$out/extra.log"
+  stamp "bench self-tests"
+fi
 if [ "${PROBE:-0}" = 1 ]; then
   timeout "${T_PROBE:-150}" gpu-bundle/run.sh shell python3 tools/probe_tile_cpp.py --out "$out/probe.jsonl" \
-    --max-seconds "$(( ${T_PROBE:-150} - 10 ))" > "$out/probe.log" 2>&1; echo "probe: exit $?"; tail -40 "$out/probe.log"
+    --max-seconds "$(( ${T_PROBE:-150} - 10 ))" ${PROBE_ARGS:-} > "$out/probe.log" 2>&1; echo "probe: exit $?"; tail -40 "$out/probe.log"
   stamp "probe"
 fi
 if [ -n "${SWEEPS:-}" ]; then

@@ -149,6 +149,8 @@ def main(argv=None):
     ap.add_argument("--ops", default="matmul,bmm,attention,vector_add,transpose,softmax,rms_norm,layer_norm,"
                                      "silu_and_mul,rope", help="comma-separated ops (GEMM/attention first)")
     ap.add_argument("--dtypes", default="", help="comma-separated dtypes (default: all)")
+    ap.add_argument("--twins", choices=("both", "a16", "generic"), default="both",
+                    help="which body of each kernel: the aligned _a16 twin, the generic one, or both")
     ap.add_argument("--timeout", type=float, default=90, help="seconds per variant")
     ap.add_argument("--sanitize", action="store_true", help="memcheck the first faulting variant")
     ap.add_argument("--one", help=argparse.SUPPRESS)
@@ -166,6 +168,8 @@ def main(argv=None):
     variants = sorted(_variants(ops), key=lambda v: (ops.index(v["op"]), v["dtype"], not v["a16"], v["kernel"]))
     if args.dtypes:
         variants = [v for v in variants if v["dtype"] in args.dtypes.split(",")]
+    if args.twins != "both":
+        variants = [v for v in variants if v["a16"] == (args.twins == "a16")]
     print(f"probe_tile_cpp: {len(variants)} variants, budget {args.max_seconds:.0f} s", flush=True)
     out = open(args.out, "w") if args.out else None
     start, first_fault, counts, skipped = time.time(), None, {}, 0
