@@ -62,31 +62,28 @@ def _row_default(dtype, dims, widest=16384):
 
 
 def _gemm_default(dtype, dims):
-    # 128x256 tiles with 8 worker warps (what cuTile Python reaches 91% of torch.mm with) when there
-    # are enough of them to fill the SMs; 128x128, then 64x64, for smaller problems.
+    # 16-bit: 128x128 tiles with 8 worker warps when there are enough of them to fill the SMs (H200 run
+    # 6, bf16 probe: matmul 4096^3 0.89 ms vs 0.91 for 128x256 W8 and 0.95 for 128x128 W0; bmm
+    # 16x2048^3 1.76 vs 1.85 / 1.87 ms); 64x64 for smaller problems.
     m, n, bt = dims.get("M", 1 << 20), dims.get("N", 1 << 20), dims.get("Bt", 1)
     if dtype == torch.float32:
         big = -(-m // 128) * -(-n // 128) * bt >= H200_SMS
         return {"TM": 128, "TN": 128, "TK": 32, "W": 0} if big else {"TM": 64, "TN": 64, "TK": 32, "W": 0}
     if -(-m // 128) * -(-n // 128) * bt >= H200_SMS:
-        return {"TM": 128, "TN": 128, "TK": 64, "W": 0}
+        return {"TM": 128, "TN": 128, "TK": 64, "W": 8}
     return {"TM": 64, "TN": 64, "TK": 64, "W": 0}
 
 
 def _attention_default(dtype, dims):
-    # D = 128 spills a little without 8 worker warps (cuobjdump: STL), but see UNSAFE_CONFIGS.
+    # The one instantiated config per head dim (cpp/include/tr_kernels.h).
     return {"TQ": 128, "TK": 64, "W": 0}
 
 
 # Instantiated configurations kept out of defaults and sweeps until tools/probe_tile_cpp.py shows them
-# correct on the H200. The W=8 (num_worker_warps_per_cta=8) kernels of matmul/bmm (128x256x64) and
-# attention (D=128) raised "illegal memory access" in H200 run 3 (2026-11-30), and bf16 128x128x64 W=0
-# in run 4. The cause found since (cpu-side, cuobjdump): those _a16 kernels built their TMA
-# descriptors on the device, in a workspace passed as a hidden kernel parameter that cuLaunchKernel
-# never filled (cpp/kernels/gemm.cuh). The kernels now view the batch as a tensor dimension, so the
-# descriptors are kernel parameters like those of rms_norm/softmax (correct on the H200 in run 4).
-# W=0 is the default again on that evidence; W=8 stays out until the probe has run it.
-UNSAFE_CONFIGS = {"matmul": ({"W": 8},), "bmm": ({"W": 8},), "attention": ({"W": 8},)}
+# correct on the H200. Empty since H200 run 6 (2026-11-30): the W=8 GEMMs (128x128 and 128x256), which
+# faulted in runs 3-4 when their TMA descriptors were built on the device (cpp/kernels/gemm.cuh), ran
+# correct there. Add an entry like {"matmul": ({"W": 8},)} to hold a config back.
+UNSAFE_CONFIGS: dict[str, tuple[dict, ...]] = {}
 
 
 def _unsafe(op: str, cfg: dict) -> bool:
