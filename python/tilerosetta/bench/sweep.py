@@ -120,13 +120,18 @@ def plot(recs: list[dict], path: Path, title: str) -> Path:
     return path
 
 
+# A configuration replaces the default only when it is this much faster: repeated runs of one config
+# differ by about 1% on the H200, and a table entry should record a real gain, not that noise.
+MIN_GAIN = 0.02
+
+
 def write_best(recs: list[dict], arch: str, source: str, table=tuning.TABLE) -> str | None:
     b = best(recs)
     if b is None:
         return None
     default = next((r for r in recs if r.get("sweep_default") and r.get("status") == "ok"), None)
-    if default and default["timing"]["median_ms"] <= b["timing"]["median_ms"]:
-        return None  # the backend's default is at least as fast: keep the table as it is
+    if default and b["timing"]["median_ms"] > default["timing"]["median_ms"] * (1 - MIN_GAIN):
+        return None  # the backend's default is as fast, within noise: keep the table as it is
     evidence = {"median_ms": round(b["timing"]["median_ms"], 6), "case": b["case"], "date": now_iso()[:10],
                 "source": source, "method": b.get("method")}
     if default:
