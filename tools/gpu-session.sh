@@ -64,8 +64,8 @@ if [ -n "${SWEEPS:-}" ]; then
       || echo "sweep $s: exit $?" | tee -a "$out/extra.log"
     grep "tuned_configs.json:" "$out/extra.log" | tail -1
   done
+  cp python/tilerosetta/tuned_configs.json "$sweeps/"  # the table the sweeps wrote, inside the archive
   tar -C "$sweeps" -czf "$out/sweeps.tar.gz" .
-  cp python/tilerosetta/tuned_configs.json "$out/"
   stamp "sweeps"
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
@@ -77,3 +77,8 @@ if [ -n "${BENCH2_ARGS:-}" ]; then  # a second, narrower benchmark run (its own 
   timeout "${T_BENCH2:-120}" gpu-bundle/run.sh bench --out "$out" $BENCH2_ARGS | tail -4
   stamp "bench 2"
 fi
+# The device tool returns at most 8 files from $OUT (run 9 lost its tuned_configs.json to that limit):
+# keep the results files and archives, pack the logs into one.
+( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log 2>/dev/null) \
+  && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs )
+ls "$out"
