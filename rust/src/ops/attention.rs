@@ -17,8 +17,20 @@ use cutile::prelude::*;
 pub mod kernel {
     use cutile::core::*;
 
+    /// Grid (B*H, S/BM), from the output partition (head fastest; a query-block-fastest grid needs an
+    /// unpartitioned or mapped output, not done yet).
+    /// FOLD == 1 (scale > 0): the scale (times log2 e) is applied to the BM row maxima and folded
+    /// into one FFMA per score, exp2(s*c - m*c) with m kept in scaled units; max(s*c) = max(s)*c
+    /// needs c > 0. FOLD == 0 (scale <= 0): the scores are scaled first, as the max needs.
     #[cutile::entry()]
-    pub fn attention<T: ElementType, const BM: i32, const BN: i32, const D: i32, const CAUSAL: i32>(
+    pub fn attention<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const CAUSAL: i32,
+        const FOLD: i32,
+    >(
         out: &mut Tensor<T, { [1, BM, D] }>,
         q: &Tensor<T, { [-1, -1, -1] }>,
         k: &Tensor<T, { [-1, -1, -1] }>,
@@ -33,6 +45,7 @@ pub mod kernel {
         let tq: Tile<T, { [1, BM, D] }> = q.load_tile(shape![1, BM, D], [bh, mb, 0i32]);
         let tq: Tile<T, { [BM, D] }> = tq.reshape(shape![BM, D]);
         let scale: Tile<f32, { [BM, BN] }> = broadcast_scalar(qk_scale_log2, shape![BM, BN]);
+        let scale_m: Tile<f32, { [BM, 1] }> = broadcast_scalar(qk_scale_log2, shape![BM, 1]);
 
         let mut m_i: Tile<f32, { [BM, 1] }> = constant(f32::NEG_INFINITY, shape![BM, 1]);
         let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
@@ -46,29 +59,82 @@ pub mod kernel {
         let s_tile: Tile<i32, { [BM, BN] }> = broadcast_scalar(s_len, shape![BM, BN]);
         let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, shape![BM, BN]);
 
+        // Key tiles [0, n_full) are inside S and (CAUSAL) visible to every row of the block: their last
+        // key (j+1)*BN - 1 is <= the first row mb*BM and < S. They run without the mask; the tiles
+        // [n_full, n_kv) (the S tail, the causal diagonal) pay for it. n_full <= n_kv always.
         let mut kv_end: i32 = s_len;
+        let mut n_full: i32 = s_len / BN;
         if CAUSAL == 1i32 {
             kv_end = min((mb + 1i32) * BM, s_len);
+            n_full = min(mb * BM + 1i32, s_len) / BN;
         }
-        for j in 0i32..ceil_div(kv_end, BN) {
+        let n_kv: i32 = ceil_div(kv_end, BN);
+
+        // Unmasked main loop (FOLD == 1: no separate multiply, no select; see the entry comment).
+        for j in 0i32..n_full {
             let kt: Tile<T, { [1, BN, D] }> = k.load_tile(shape![1, BN, D], [bh, j, 0i32]);
             let kt: Tile<T, { [BN, D] }> = kt.reshape(shape![BN, D]);
             let kt_t: Tile<T, { [D, BN] }> = kt.transpose();
             let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
-            let qk: Tile<f32, { [BM, BN] }> = mma(tq, kt_t, zero);
-            let qk: Tile<f32, { [BM, BN] }> = qk * scale;
+            let mut qk: Tile<f32, { [BM, BN] }> = mma(tq, kt_t, zero);
+            if FOLD == 0i32 {
+                qk = qk * scale;
+            }
+            let row_max: Tile<f32, { [BM] }> = reduce_max(qk, 1);
+            let mut row_max: Tile<f32, { [BM, 1] }> = row_max.reshape(shape![BM, 1]);
+            if FOLD == 1i32 {
+                row_max = row_max * scale_m;
+            }
+            let m_new: Tile<f32, { [BM, 1] }> = max_tile(m_i, row_max);
+            let neg_m: Tile<f32, { [BM, BN] }> = negf(m_new).broadcast(shape![BM, BN]);
+            let mut x: Tile<f32, { [BM, BN] }> = qk + neg_m;
+            if FOLD == 1i32 {
+                x = fma(qk, scale, neg_m, rounding::NearestEven, ftz::Enabled);
+            }
+            // ftz: a bare MUFU.EX2 (without it: FSETP + 2 FMUL per element); p < 2^-126 becomes 0.
+            let p: Tile<f32, { [BM, BN] }> = exp2(x, ftz::Enabled);
+            let alpha: Tile<f32, { [BM, 1] }> = exp2(m_i - m_new, ftz::Enabled);
+            let row_sum: Tile<f32, { [BM] }> = reduce_sum(p, 1);
+            l_i = l_i * alpha + row_sum.reshape(shape![BM, 1]);
+            acc = acc * alpha.broadcast(shape![BM, D]);
 
+            let vt: Tile<T, { [1, BN, D] }> = v.load_tile(shape![1, BN, D], [bh, j, 0i32]);
+            let vt: Tile<T, { [BN, D] }> = vt.reshape(shape![BN, D]);
+            let pt: Tile<T, { [BM, BN] }> = convert_tile(p);
+            acc = mma(pt, vt, acc);
+            m_i = m_new;
+        }
+        // Masked tail: keys >= S (zero-padded K/V) and (CAUSAL) keys after each row get -inf. Tile 0
+        // holds key 0, visible to every row (rows >= S included), so m is finite after it; a row
+        // with every key of a later tile masked keeps m and gets p = exp2(-inf) = 0 there.
+        for j in n_full..n_kv {
+            let kt: Tile<T, { [1, BN, D] }> = k.load_tile(shape![1, BN, D], [bh, j, 0i32]);
+            let kt: Tile<T, { [BN, D] }> = kt.reshape(shape![BN, D]);
+            let kt_t: Tile<T, { [D, BN] }> = kt.transpose();
+            let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+            let mut qk: Tile<f32, { [BM, BN] }> = mma(tq, kt_t, zero);
+            if FOLD == 0i32 {
+                qk = qk * scale;
+            }
             let cols: Tile<i32, { [BM, BN] }> = offs_n + broadcast_scalar(j * BN, shape![BM, BN]);
             let mut keep: Tile<bool, { [BM, BN] }> = lt_tile(cols, s_tile);
             if CAUSAL == 1i32 {
                 keep = keep & ge_tile(offs_m, cols);
             }
             let qk: Tile<f32, { [BM, BN] }> = select(keep, qk, neg_inf);
-
             let row_max: Tile<f32, { [BM] }> = reduce_max(qk, 1);
-            let m_new: Tile<f32, { [BM, 1] }> = max_tile(m_i, row_max.reshape(shape![BM, 1]));
-            let p: Tile<f32, { [BM, BN] }> = exp2(qk - m_new.broadcast(shape![BM, BN]), ftz::Disabled);
-            let alpha: Tile<f32, { [BM, 1] }> = exp2(m_i - m_new, ftz::Disabled);
+            let mut row_max: Tile<f32, { [BM, 1] }> = row_max.reshape(shape![BM, 1]);
+            if FOLD == 1i32 {
+                row_max = row_max * scale_m;
+            }
+            let m_new: Tile<f32, { [BM, 1] }> = max_tile(m_i, row_max);
+            let neg_m: Tile<f32, { [BM, BN] }> = negf(m_new).broadcast(shape![BM, BN]);
+            let mut x: Tile<f32, { [BM, BN] }> = qk + neg_m;
+            if FOLD == 1i32 {
+                x = fma(qk, scale, neg_m, rounding::NearestEven, ftz::Enabled);
+            }
+            let p: Tile<f32, { [BM, BN] }> = exp2(x, ftz::Enabled);
+            let alpha: Tile<f32, { [BM, 1] }> = exp2(m_i - m_new, ftz::Enabled);
             let row_sum: Tile<f32, { [BM] }> = reduce_sum(p, 1);
             l_i = l_i * alpha + row_sum.reshape(shape![BM, 1]);
             acc = acc * alpha.broadcast(shape![BM, D]);
@@ -81,6 +147,7 @@ pub mod kernel {
         }
         let y: Tile<f32, { [BM, D] }> = true_div(acc, l_i.broadcast(shape![BM, D]));
         let yt: Tile<T, { [BM, D] }> = convert_tile(y);
+        // Rows past S fall outside the (B*H, S, D) view and are not written (clipped tile store).
         out.store(yt.reshape(shape![1, BM, D]));
     }
 }
@@ -114,17 +181,24 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     Ok(Plan { dims: q, cfg })
 }
 
-/// dims = (B, H, S, D); causal chooses the CAUSAL generic.
+/// dims = (B, H, S, D); causal chooses the CAUSAL generic. The kernel for a positive scale (FOLD = 1,
+/// the usual case and the one the tests and tables compile); `specs_for` gives the other.
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32], causal: bool) -> Vec<KernelSpec> {
+    specs_for(dtype, cfg, dims, causal, true)
+}
+
+/// `scale_pos`: scale > 0, so the scale can be folded into the exp2 argument (FOLD generic).
+pub fn specs_for(dtype: DType, cfg: &Config, dims: &[i32], causal: bool, scale_pos: bool) -> Vec<KernelSpec> {
     let (bh, s, d) = (dims[0] * dims[1], dims[2], dims[3]);
     let g = |k: &str| config::get(cfg, k).to_string();
     // q, k, v, out (B, H, S, D) are seen as (B*H, S, D).
     let view = |name, i| ArgView::contiguous(name, i, &[bh, s, d]);
+    let (c, f) = ((causal as i32).to_string(), (scale_pos as i32).to_string());
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
         function: "attention",
-        generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), d.to_string(), (causal as i32).to_string()],
+        generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), d.to_string(), c, f],
         args: vec![view("out", 3), view("q", 0), view("k", 1), view("v", 2)],
         options: config::compile_options(cfg),
     }]
@@ -135,7 +209,7 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
     let bm = config::get(&plan.cfg, "BM");
     let causal = req.scalar("causal").map_err(|e| e.to_string())? == 1.0;
     let scale = req.scalar("scale").map_err(|e| e.to_string())?;
-    let spec = specs(req.dtype, &plan.cfg, &plan.dims, causal).remove(0);
+    let spec = specs_for(req.dtype, &plan.cfg, &plan.dims, causal, scale > 0.0).remove(0);
     // SAFETY: validated contiguous (B, H, S, D) torch tensors, seen as (B*H, S, D); see ArgView::borrow.
     let (mut out, q, k, v) = unsafe {
         let a = &spec.args;
