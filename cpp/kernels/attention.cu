@@ -13,8 +13,11 @@
 // The body that runs, for both symbols of each config (see the note at the end): 2-D (S, D) views at the
 // head's offset, no alignment assumptions, so every load is an element load (slow, ~4% of the H200's
 // bf16 peak) but correct: 209/209 conformance on the H200 (runs 2-5).
+// __restrict__ and ct::irange for the key loop: see gemm.cuh (without them the loop is a while-form
+// Tile IR `loop` that tileiras does not pipeline, and every load is ordered before the final store).
 template <typename T, int D, int TQ, int TK>
-__tile__ void attention_tile(T* q, T* k, T* v, T* out, int S, float qk_scale_log2, int causal) {
+__tile__ void attention_tile(T* __restrict__ q, T* __restrict__ k, T* __restrict__ v, T* __restrict__ out,
+                             int S, float qk_scale_log2, int causal) {
   long long off = (long long)ct::bid().y * S * D;
   int bx = ct::bid().x;
   ct::partition_view pq{ct::tensor_span{q + off, ct::extents{S, D}}, ct::shape<TQ, D>{}};
@@ -36,7 +39,7 @@ __tile__ void attention_tile(T* q, T* k, T* v, T* out, int S, float qk_scale_log
 
   int kv_end = causal ? ((bx + 1) * TQ < S ? (bx + 1) * TQ : S) : S;
   int nk = tr::ceil_div(kv_end, TK);
-  for (int j = 0; j < nk; ++j) {
+  for (int j : ct::irange(0, nk)) {
     auto kt = pk.load_masked(j, 0);
     auto s = ct::mma(qt, ct::transpose(kt), ct::zeros<Scores>()) * qk_scale_log2;
     auto visible = (lane + j * TK) < limit;
@@ -58,11 +61,13 @@ __tile__ void attention_tile(T* q, T* k, T* v, T* out, int S, float qk_scale_log
 // BH is unused; the module passes it for every attention symbol.
 #define X(op, dt, CT, D, TQ, TK, W)                                                                \
   extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##D##_##TQ##_##TK##_##W(               \
-      CT* q, CT* k, CT* v, CT* out, int BH, int S, float qk_scale_log2, int causal) {              \
+      CT* __restrict__ q, CT* __restrict__ k, CT* __restrict__ v, CT* __restrict__ out, int BH,    \
+      int S, float qk_scale_log2, int causal) {                                                    \
     attention_tile<CT, D, TQ, TK>(q, k, v, out, S, qk_scale_log2, causal);                         \
   }                                                                                                \
   extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##D##_##TQ##_##TK##_##W##_a16(         \
-      CT* q, CT* k, CT* v, CT* out, int BH, int S, float qk_scale_log2, int causal) {              \
+      CT* __restrict__ q, CT* __restrict__ k, CT* __restrict__ v, CT* __restrict__ out, int BH,    \
+      int S, float qk_scale_log2, int causal) {                                                    \
     attention_tile<CT, D, TQ, TK>(q, k, v, out, S, qk_scale_log2, causal);                         \
   }
 TR_ATTENTION_KERNELS(X)

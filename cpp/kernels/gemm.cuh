@@ -6,6 +6,12 @@
 // rounded to tf32 before the mma (the spec's fp32 tolerance is tf32's): fp32 x fp32 mma would not run
 // on the tensor cores.
 //
+// __restrict__ on a, b, out: without it nvcc must assume out may alias a or b, so it orders the final
+// store after every load by carrying the loads' memory tokens through the K loop; tileiras then makes
+// the TMA producer wait for each of its own loads to land (a private mbarrier, re-initialised every
+// step) before it signals the consumers, i.e. no two K steps' loads are in flight. A GEMM's output must
+// not overlap its inputs anyway (tiles of a/b would be read after other blocks wrote out).
+//
 // A (see common.cuh): with A = true the module has checked that a, b, out are 16-byte aligned and K, N
 // are multiples of 16 bytes of T, so the loads and the store become TMA (UTMALDG/UTMASTG).
 //
@@ -25,7 +31,8 @@
 constexpr int TR_GEMM_GROUP_M = 8;
 
 template <bool A, typename T, int TM, int TN, int TK>
-__tile__ void gemm_tile(T* a, T* b, T* out, int Bt, int M, int N, int K) {
+__tile__ void gemm_tile(T* __restrict__ a, T* __restrict__ b, T* __restrict__ out, int Bt, int M, int N,
+                        int K) {
   a = tr::al<A>(a), b = tr::al<A>(b), out = tr::al<A>(out);
   K = tr::dv<A, T>(K);
   N = tr::dv<A, T>(N);
@@ -45,7 +52,12 @@ __tile__ void gemm_tile(T* a, T* b, T* out, int Bt, int M, int N, int K) {
   using Acc = tr::ftile<TM, TN>;
   Acc acc = ct::zeros<Acc>();
   int nk = tr::ceil_div(K, TK);
-  for (int k = 0; k < nk; ++k) {
+  // ct::irange, not `for (int k = 0; k < nk; ++k)`: nvcc lowers the plain C++ loop to a Tile IR `loop`
+  // (while form, if/continue/break), which tileiras does not software-pipeline: one smem stage, a
+  // wgmma wait to 0 every step and the accumulator shuffled through shared memory (LDS/STS + 28
+  // BAR.SYNC per K step on sm_90). irange lowers to a counted `for`: 3 TMA stages and one wgmma group
+  // left in flight, as cuTile Python's `for kk in range(...)` gets.
+  for (int k : ct::irange(0, nk)) {
     auto x = ct::reshape(pa.load_masked(z, pm, k), ct::shape<TM, TK>{});
     auto y = ct::reshape(pb.load_masked(z, k, pn), ct::shape<TK, TN>{});
     if constexpr (sizeof(T) == 4) {
@@ -60,10 +72,10 @@ __tile__ void gemm_tile(T* a, T* b, T* out, int Bt, int M, int N, int K) {
 // W: the num_worker_warps_per_cta hint (common.cuh); 128x256 tiles need 8 or the accumulator spills.
 #define TR_GEMM_ENTRY(op, dt, CT, TM, TN, TK, W)                                                   \
   extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##TM##_##TN##_##TK##_##W(              \
-      CT* a, CT* b, CT* out, int Bt, int M, int N, int K) {                                        \
+      CT* __restrict__ a, CT* __restrict__ b, CT* __restrict__ out, int Bt, int M, int N, int K) {   \
     gemm_tile<false, CT, TM, TN, TK>(a, b, out, Bt, M, N, K);                                      \
   }                                                                                                \
   extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##TM##_##TN##_##TK##_##W##_a16(        \
-      CT* a, CT* b, CT* out, int Bt, int M, int N, int K) {                                        \
+      CT* __restrict__ a, CT* __restrict__ b, CT* __restrict__ out, int Bt, int M, int N, int K) {   \
     gemm_tile<true, CT, TM, TN, TK>(a, b, out, Bt, M, N, K);                                       \
   }

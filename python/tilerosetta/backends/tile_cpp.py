@@ -62,15 +62,15 @@ def _row_default(dtype, dims, widest=16384):
 
 
 def _gemm_default(dtype, dims):
-    # 16-bit: 128x128 tiles with 8 worker warps when there are enough of them to fill the SMs (H200 run
-    # 6, bf16 probe: matmul 4096^3 0.89 ms vs 0.91 for 128x256 W8 and 0.95 for 128x128 W0; bmm
-    # 16x2048^3 1.76 vs 1.85 / 1.87 ms); 64x64 for smaller problems.
+    # 16-bit: 128x256 tiles with 8 worker warps when there are enough of them to fill the SMs; 64x64 for
+    # smaller problems. H200 run 10 probe (bf16, K loop as ct::irange, gemm.cuh): matmul 4096^3 0.195 ms
+    # (704 TFLOP/s) vs 0.205 / 0.203 for 128x128 W8 / W0; bmm 16x2048^3 0.415 vs 0.452 / 0.445 ms.
     m, n, bt = dims.get("M", 1 << 20), dims.get("N", 1 << 20), dims.get("Bt", 1)
     if dtype == torch.float32:
         big = -(-m // 128) * -(-n // 128) * bt >= H200_SMS
         return {"TM": 128, "TN": 128, "TK": 32, "W": 0} if big else {"TM": 64, "TN": 64, "TK": 32, "W": 0}
-    if -(-m // 128) * -(-n // 128) * bt >= H200_SMS:
-        return {"TM": 128, "TN": 128, "TK": 64, "W": 8}
+    if -(-m // 128) * -(-n // 256) * bt >= H200_SMS:
+        return {"TM": 128, "TN": 256, "TK": 64, "W": 8}
     return {"TM": 64, "TN": 64, "TK": 64, "W": 0}
 
 
