@@ -79,6 +79,6 @@ if [ -n "${BENCH2_ARGS:-}" ]; then  # a second, narrower benchmark run (its own 
 fi
 # The device tool returns at most 8 files from $OUT (run 9 lost its tuned_configs.json to that limit):
 # keep the results files and archives, pack the logs into one.
-( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log 2>/dev/null) \
+( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log 2>/dev/null || true) \
   && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs )
 ls "$out"
