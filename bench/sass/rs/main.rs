@@ -17,6 +17,7 @@ fn main() {
         let which: Vec<String> = std::env::args().skip(1).collect();
         let all = which.is_empty();
         let w = |s: &str| all || which.iter().any(|x| x == s);
+        if w("silu") { dump("rs_silu", "silu_and_mul", vec![4096, 14336], vec![]); }
         if w("att128") { dump("rs_att_D128", "attention", vec![4, 32, 4096, 128, 0], vec![("BM", 128), ("BN", 64), ("OCC", 2), ("W", 0)]); }
         if w("att64") { dump("rs_att_D64", "attention", vec![4, 32, 4096, 64, 0], vec![("BM", 128), ("BN", 64), ("OCC", 2), ("W", 0)]); }
         if w("att128py") { dump("rs_att_D128_64x128", "attention", vec![4, 32, 4096, 128, 0], vec![("BM", 64), ("BN", 128), ("OCC", 2), ("W", 0)]); }
