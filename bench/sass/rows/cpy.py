@@ -1,3 +1,4 @@
+import os
 # cutile_py bench-shape cubins (bf16, sm_90) with the signatures a GPU launch would JIT.
 import sys, io, torch
 sys.path.insert(0, "shared_tests"); sys.path.insert(0, ".")
@@ -15,5 +16,5 @@ for op in sys.argv[1].split(","):
         buf = io.BytesIO()
         export_kernel(lx.kernel, [sig], buf, gpu_code="sm_90", output_format="cubin")
         tag = f"py_{op}_{case_name}"
-        open(f"/tmp/sass/rows/{tag}.cubin", "wb").write(buf.getvalue())
+        open(f"{os.environ.get('SASS_OUT', '/tmp/sass/rows')}/{tag}.cubin", "wb").write(buf.getvalue())
         print(tag, name, consts, getattr(lx, "grid", None), flush=True)

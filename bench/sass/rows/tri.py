@@ -1,3 +1,4 @@
+import os
 # Triton bench-shape cubins (bf16, sm_90), same variants/config as the GPU launcher.
 import sys, torch, triton
 from triton.backends.compiler import GPUTarget
@@ -16,5 +17,5 @@ for op in sys.argv[1].split(","):
             c = triton.compile(ASTSource(kernel, signature=signature, constexprs=consts, attrs=attrs),
                                target=GPUTarget("cuda", 90, 32), options={"num_warps": w, "num_stages": s})
             tag = f"tri_{op}_{case.name}"
-            open(f"/tmp/sass/rows/{tag}.cubin", "wb").write(c.asm["cubin"])
+            open(f"{os.environ.get('SASS_OUT', '/tmp/sass/rows')}/{tag}.cubin", "wb").write(c.asm["cubin"])
             print(tag, kernel.fn.__name__, consts, "warps", w, "stages", s, "name", c.metadata.name, "smem", c.metadata.shared, flush=True)
