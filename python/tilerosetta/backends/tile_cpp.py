@@ -79,17 +79,6 @@ def _attention_default(dtype, dims):
     return {"TQ": 128, "TK": 64, "W": 0}
 
 
-# Instantiated configurations kept out of defaults and sweeps until tools/probe_tile_cpp.py shows them
-# correct on the H200. Empty since H200 run 6 (2026-11-30): the W=8 GEMMs (128x128 and 128x256), which
-# faulted in runs 3-4 when their TMA descriptors were built on the device (cpp/kernels/gemm.cuh), ran
-# correct there. Add an entry like {"matmul": ({"W": 8},)} to hold a config back.
-UNSAFE_CONFIGS: dict[str, tuple[dict, ...]] = {}
-
-
-def _unsafe(op: str, cfg: dict) -> bool:
-    return any(all(cfg.get(k) == v for k, v in bad.items()) for bad in UNSAFE_CONFIGS.get(op, ()))
-
-
 # op -> fn(dtype, dims) -> config (a subset of the template arguments; attention's D comes from the call).
 DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     "vector_add": lambda dtype, dims: {"TILE": 4096 if dims.get("N", 1 << 30) >= 1 << 20 else 1024},
@@ -187,7 +176,7 @@ class TileCppBackend(Backend):
         space = []
         for k in self._candidates(op, dtype):
             cfg = {key: v for key, v in k["config"].items() if key not in fixed}
-            if cfg not in space and not _unsafe(op, cfg):
+            if cfg not in space:
                 space.append(cfg)
         return space
 
