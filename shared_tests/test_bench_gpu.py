@@ -31,6 +31,14 @@ def test_ceilings_are_plausible(ceil):
     assert 100 < ceil.copy_gbps < 20_000  # GB/s
     assert 10 < ceil.mm_tflops["bf16"] < 5_000  # TFLOP/s
     assert ceil.details["copy"]["method"] == timing.GRAPH
+    # the compute ceiling is the best of the GEMM shapes tried, recorded beside the datasheet figure
+    shapes = ceil.details["mm_shapes"]
+    assert ceil.mm_tflops["bf16"] == pytest.approx(max(ceil.details[f"mm_bf16_{m}x{n}x{k}"]["tflops"]
+                                                       for m, n, k in shapes))
+    sheet = ceil.datasheet("bf16")
+    if "H100" in torch.cuda.get_device_name() or "H200" in torch.cuda.get_device_name():
+        assert sheet == pytest.approx(989.4) and ceil.mm_tflops["bf16"] < 1.05 * sheet
+    assert set(ceil.clocks) >= {"before", "under_load", "after", "source"}
 
 
 def test_torch_backend_end_to_end(tmp_path, ceil):

@@ -172,7 +172,11 @@ def op_bars(res: Results, op: str) -> bytes:
             for dt in sorted({g[0] for g in groups}):
                 kind, val = res.ceilings.for_result("compute", dt)
                 ax.axhline(val, ls=next(styles), lw=0.9, color="#444",
-                           label=f"ceiling: torch.mm {kind.split(':')[1]} {val:.0f}")
+                           label=f"ceiling: measured GEMM peak {kind.split(':')[1]} {val:.0f}")
+                sheet = res.ceilings.datasheet(dt)
+                if sheet:
+                    ax.axhline(sheet, ls=next(styles), lw=0.9, color="#a33",
+                               label=f"datasheet {dt} {sheet:.0f}")
         else:
             ax.axhline(res.ceilings.copy_gbps, ls="--", lw=0.9, color="#444",
                        label=f"ceiling: copy {res.ceilings.copy_gbps:.0f}")
@@ -215,7 +219,7 @@ def roofline(res: Results, dtype: str = HEADLINE_DTYPE) -> bytes | None:
     lo, hi = min(ais + [peak / bw]) / 4, max(ais + [peak / bw]) * 4
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(xs, [min(peak, x * bw) for x in xs], color="#222", lw=1.2,
-            label=f"roof: copy {bw * 1e3:.0f} GB/s, torch.mm {dtype} {peak:.0f} TFLOP/s")
+            label=f"roof: copy {bw * 1e3:.0f} GB/s, measured GEMM peak {dtype} {peak:.0f} TFLOP/s")
     colors = _colors(res.backends())
     markers = "osD^v<>phX*"
     ops = res.ops()
@@ -360,8 +364,7 @@ def environment_rows(res: Results):
             rows.append([f"backend {name}", peer + ", ".join(f"{k} {v}" for k, v in b.get("versions", {}).items())])
     if res.ceilings:
         c = res.ceilings
-        rows.append(["ceilings", f"copy {c.copy_gbps:.0f} GB/s; torch.mm " +
-                     ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in c.mm_tflops.items())])
+        rows.append(["ceilings", f"copy {c.copy_gbps:.0f} GB/s; {c.describe_compute()}"])
     return ["", ""], rows
 
 

@@ -59,6 +59,9 @@ def metrics(flops: int, nbytes: int, median_ms: float, bound: str, dtype: str,
         kind, value = ceilings.for_result(bound, dtype)
         achieved = out["tflops"] if bound == "compute" else out["gbps"]
         out.update(ceiling_kind=kind, ceiling=value, pct_of_ceiling=100.0 * achieved / value)
+        sheet = ceilings.datasheet(dtype) if bound == "compute" else None
+        if sheet:
+            out["pct_of_datasheet"] = 100.0 * achieved / sheet
     return out
 
 
@@ -179,6 +182,15 @@ class Results:
                 out.append(r["op"])
         return out
 
+    def pct_of_datasheet(self, rec: dict) -> float | None:
+        """% of the datasheet dense peak of a compute-bound ok result (computed for old files too)."""
+        if rec.get("status") != "ok" or rec.get("bound") != "compute" or self.cpu_only:
+            return None
+        if rec.get("pct_of_datasheet") is not None:
+            return rec["pct_of_datasheet"]
+        sheet = self.ceilings.datasheet(rec["dtype"]) if self.ceilings else None
+        return 100.0 * rec["tflops"] / sheet if sheet and rec.get("tflops") else None
+
     def speedup(self, rec: dict) -> float | None:
         """median(torch) / median(this) on the same op, dtype and case; None without both timed."""
         if rec.get("status") != "ok":
@@ -212,7 +224,7 @@ def load(path: str | os.PathLike) -> Results:
                     if rec.get("schema", SCHEMA) > SCHEMA:
                         raise ValueError(f"{path}: schema {rec['schema']} is newer than this tilerosetta ({SCHEMA})")
             elif kind == "ceilings":
-                res.ceilings = Ceilings.from_json(rec)
+                res.ceilings = Ceilings.from_json(rec, (res.meta.get("gpu") or {}).get("name"))
             elif kind == "launch":
                 res.launch.append(rec)
             elif kind == "start":

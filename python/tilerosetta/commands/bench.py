@@ -115,12 +115,12 @@ def run(args) -> int:
         ceilings, done, launch_done = None, set(), set()
         console.print(f"results -> {path}")
     if ceilings is None and not cpu:
-        with console.status("measuring ceilings (copy bandwidth, 8192^3 torch.mm)"):
+        with console.status("measuring ceilings (copy bandwidth; GEMM peak, best of a few large shapes)"):
             ceilings = ceil_mod.measure(quick=args.quick)
         writer.write({"type": "ceilings", **ceilings.to_json()})
     if ceilings:
-        console.print(f"ceilings: copy {ceilings.copy_gbps:.0f} GB/s; mm " +
-                      ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in ceilings.mm_tflops.items()))
+        console.print(f"ceilings: copy {ceilings.copy_gbps:.0f} GB/s; {ceilings.describe_compute()}",
+                      highlight=False)
     if cpu:
         console.print("[bold red]CPU ONLY: host wall-clock timings of CPU tensors, NOT comparable with GPU "
                       "results; no % of ceiling[/]")
