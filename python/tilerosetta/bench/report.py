@@ -1,6 +1,7 @@
 """`tilerosetta report RESULTS`: Markdown + one self-contained HTML page (plots as base64 PNG).
 
-Contents: headline table (op x backend: % of ceiling and speedup vs torch), per-op grouped bars
+Contents: headline table (per op, dtype and size: our best backend, the best peer, every backend's ratio
+to the best peer with ties marked), a per-op overview (op x backend: % of ceiling, ratio), per-op grouped bars
 (TFLOP/s or GB/s by backend), a backend x op heatmap of % of roofline, a roofline chart, first-call
 (compile) and launch-overhead tables, every result, problems, and the environment of the run.
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from tilerosetta.bench.results import Results, load
+from tilerosetta.bench.results import Results, load, ratio_text
 from tilerosetta.bench.runner import fmt_ms
 
 HEADLINE_DTYPE = "bf16"
@@ -50,13 +51,15 @@ def geomean(values) -> float | None:
 
 
 def cell_stats(res: Results, op: str, backend: str, dtype: str) -> dict:
-    """Aggregate of one op x backend at one dtype over its bench sizes (geometric means)."""
+    """Aggregate of one op x backend at one dtype over its bench sizes (geometric means): % of ceiling and
+    ratio to the best peer of each case, with how many of those cases are ties (spreads overlap)."""
     recs = [r for r in res.results if r["op"] == op and r["backend"] == backend and r["dtype"] == dtype]
     ok = [r for r in recs if r["status"] == "ok"]
+    vs = [v for v in (res.vs_best_peer(r) for r in ok) if v is not None]
     return {"n": len(recs), "ok": len(ok), "bad": sorted({r["status"] for r in recs if r["status"] in BAD}),
-            "missing": all(r["status"] in ("missing", "unsupported") for r in recs) if recs else True,
+            "missing": all(r["status"] in ("missing", "unsupported", "skipped") for r in recs) if recs else True,
             "pct": geomean(r.get("pct_of_ceiling") for r in ok),
-            "speedup": geomean(res.speedup(r) for r in ok)}
+            "vs_peer": geomean(v[0] for v in vs), "cases_vs": len(vs), "ties": sum(v[1] for v in vs)}
 
 
 def headline_dtype(res: Results, op: str, preferred: str = HEADLINE_DTYPE) -> str:
@@ -74,13 +77,80 @@ def backend_label(res: Results, backend: str) -> str:
     return f"{backend} — peer ({peer})" if peer else backend
 
 
+def short_label(res: Results, backend: str) -> str:
+    """Column header: the name, with its role when it is not one of ours."""
+    role = res.role(backend)
+    return backend if role == "ours" else f"{backend} ({role})"
+
+
+def ordered_backends(res: Results) -> list[str]:
+    """Ours first, then torch and the peers (registry order within each)."""
+    bs = res.backends()
+    return [b for b in bs if not res.is_reference(b)] + [b for b in bs if res.is_reference(b)]
+
+
 def peer_notes(res: Results) -> dict[tuple[str, str], str]:
     """(backend, op) -> note, for ok results whose timed call holds more than the backend's kernel."""
     return {(r["backend"], r["op"]): r["note"] for r in res.results if r["status"] == "ok" and r.get("note")}
 
 
+def _bad_text(statuses) -> str:
+    return "/".join(x.upper() for x in statuses)
+
+
+def main_rows(res: Results, dtypes: str | None = None, pct: bool = True):
+    """The headline: per op, dtype and size, our best backend, the best peer (torch or a peer, never one of
+    ours) and every backend's ratio to that best peer (> 1 = faster), ties marked. dtypes: None = every
+    dtype; else the preferred dtype per op (the op's first dtype where it lacks it)."""
+    backends = ordered_backends(res)
+    notes = peer_notes(res)
+    cases: list[tuple[str, str, str]] = []
+    for r in res.results:
+        k = (r["op"], r["dtype"], r["case"])
+        if k not in cases and not r.get("sweep"):
+            cases.append(k)
+    if dtypes is not None:
+        cases = [k for k in cases if k[1] == headline_dtype(res, k[0], dtypes)]
+    index = res.by_key()
+    rows = []
+    for op, dt, case in cases:
+        recs = {b: index.get((b, op, dt, case)) for b in backends}
+        best_peer = res.best_peer(op, dt, case)
+        ours = [r for b, r in recs.items() if r and r["status"] == "ok" and not res.is_reference(b)]
+        best_ours = min(ours, key=lambda r: r["timing"]["median_ms"]) if ours else None
+        line = [op, dt, case]
+        if best_ours is not None:
+            v = res.vs_best_peer(best_ours)
+            line.append(f"{best_ours['backend']} " + (ratio_text(v[0], v[1]) if v else
+                                                         _f(best_ours.get("pct_of_ceiling"), 0, "%")))
+        else:
+            line.append("-")
+        line.append("-" if best_peer is None else
+                    f"{best_peer['backend']} {_f(best_peer.get('pct_of_ceiling'), 0, '%')}".strip())
+        for b in backends:
+            r = recs[b]
+            if r is None or r["status"] in ("missing", "unsupported", "skipped"):
+                line.append("-")
+            elif r["status"] != "ok":
+                line.append(_bad_text([r["status"]]))
+            else:
+                v = res.vs_best_peer(r)
+                parts = ["best peer" if r is best_peer else ratio_text(v[0], v[1])] if v else []
+                if pct and r.get("pct_of_ceiling") is not None:
+                    ds = res.pct_of_datasheet(r)
+                    parts.append(f"{r['pct_of_ceiling']:.0f}%" + (f"/{ds:.0f}%ds" if ds is not None else ""))
+                if (b, op) in notes:
+                    parts.append("†")
+                line.append(" ".join(parts) or "ok")
+        rows.append(line)
+    header = ["op", "dtype", "size", "best of ours", "best peer", *(short_label(res, b) for b in backends)]
+    return header, rows
+
+
 def headline(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[list[str], list[list[str]]]:
-    backends = res.backends()
+    """Per-op overview at the preferred dtype: geometric mean over sizes of % of ceiling and of the ratio
+    to each case's best peer; '(k/n tie)' counts the sizes whose difference is inside the noise."""
+    backends = ordered_backends(res)
     notes = peer_notes(res)
     rows = []
     for op in res.ops():
@@ -92,19 +162,43 @@ def headline(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[list[str], 
                 parts = []
                 if s["pct"] is not None:
                     parts.append(f"{s['pct']:.0f}%")
-                if s["speedup"] is not None and b != "torch":
-                    parts.append(f"{s['speedup']:.2f}x")
+                if s["vs_peer"] is not None:
+                    all_tie = s["ties"] == s["cases_vs"]
+                    parts.append(ratio_text(s["vs_peer"], all_tie))
+                    if s["ties"] and not all_tie:
+                        parts.append(f"({s['ties']}/{s['cases_vs']} tie)")
                 if s["bad"]:
                     parts.append("(some " + "/".join(s["bad"]) + ")")
                 if (b, op) in notes:
                     parts.append("†")
                 line.append(" ".join(parts) or "ok")
             elif s["bad"]:
-                line.append("/".join(x.upper() for x in s["bad"]))
+                line.append(_bad_text(s["bad"]))
             else:
                 line.append("-")
         rows.append(line)
-    return ["op", "dtype", *(backend_label(res, b) for b in backends)], rows
+    return ["op", "dtype", *(short_label(res, b) for b in backends)], rows
+
+
+def readme_table(res: Results, preferred: str = HEADLINE_DTYPE) -> str:
+    """The Markdown table the README pastes: the headline (main_rows) at the preferred dtype."""
+    header, rows = main_rows(res, preferred)
+    return "\n".join(["| " + " | ".join(_md_cell(h) for h in header) + " |", "|" + "---|" * len(header),
+                      *("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows)])
+
+
+README_START = "<!-- tilerosetta:bench-table:start (tilerosetta report RESULTS --readme rewrites this) -->"
+README_END = "<!-- tilerosetta:bench-table:end -->"
+
+
+def rewrite_readme(readme: Path, table: str) -> None:
+    """Replace what lies between the two marker comments of `readme` with `table`."""
+    text = Path(readme).read_text(encoding="utf-8")
+    i, j = text.find(README_START), text.find(README_END)
+    if i < 0 or j < i:
+        raise ValueError(f"{readme}: no '{README_START}' ... '{README_END}' marker pair to rewrite between")
+    Path(readme).write_text(text[:i + len(README_START)] + "\n" + table.rstrip("\n") + "\n" + text[j:],
+                            encoding="utf-8")
 
 
 def peer_blocks(res: Results) -> list[Block]:
@@ -282,15 +376,16 @@ def results_table(res: Results):
         if r["status"] in ("missing", "unsupported"):
             continue
         t = r.get("timing") or {}
-        sp = res.speedup(r)
-        rows.append([r["op"], r["dtype"], r["case"], r["backend"] + (" (peer)" if peer_of(res, r["backend"]) else ""),
+        v = res.vs_best_peer(r)
+        rows.append([r["op"], r["dtype"], r["case"], short_label(res, r["backend"]),
                      r["status"] + (" (suspect)" if r.get("suspect") else ""),
                      r.get("method", "-"), fmt_ms(t.get("median_ms")),
                      f"{fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}" if t else "-",
                      _f(r.get("tflops"), 1), _f(r.get("gbps"), 0), _f(r.get("pct_of_ceiling"), 0, "%"),
-                     _f(sp, 2, "x"), _config_text(r.get("config"))])
+                     _f(res.pct_of_datasheet(r), 0, "%"),
+                     f"{ratio_text(v[0], v[1])} vs {v[2]}" if v else "-", _config_text(r.get("config"))])
     return ["op", "dtype", "case", "backend", "status", "method", "median", "p20 – p80", "TFLOP/s", "GB/s",
-            "% ceiling", "vs torch", "config"], rows
+            "% ceiling", "% datasheet", "vs best peer", "config"], rows
 
 
 def _config_text(cfg) -> str:
@@ -379,13 +474,28 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[str, list[Sect
     if res.cpu_only:
         warn.append(Block("p", "**CPU ONLY**: host wall-clock timings of CPU tensors. NOT comparable with GPU "
                                "results; no % of ceiling."))
+    ceil_text = ""
+    if res.ceilings and not res.cpu_only:
+        ceil_text = (f" Ceilings: copy {res.ceilings.copy_gbps:.0f} GB/s for memory-bound ops; for compute-bound "
+                     f"ops the {res.ceilings.describe_compute()}; % of ceiling is of the measured peak.")
+    legend = ("Ratio = the best peer's median time / this backend's median on the same op, dtype and size "
+              "(> 1: faster than the best peer). Peers = torch and the other libraries marked baseline/peer, "
+              "never one of ours; the best peer is the fastest of them on that size. 'tie (1.01x)': the two "
+              "results' p20–p80 spreads overlap, so the difference is inside the noise: neither wins. "
+              "Then % of the ceiling; compute-bound: '83%/61%ds' = 83% of the measured GEMM peak, 61% of the "
+              "datasheet peak. WRONG = disagreed with the reference (never timed); ERROR = raised; - = not run.")
+    h_main, r_main = main_rows(res)
+    h_over, r_over = headline(res, preferred)
     intro = Section("Summary", warn + [
-        Block("p", f"Each cell: % of the relevant ceiling (copy bandwidth for memory-bound ops, torch.mm rate of "
-                   f"the dtype for compute-bound ops), then speedup over the torch backend, geometric mean over "
-                   f"the op's bench sizes at {preferred} (the op's first dtype where it has no {preferred}). "
-                   f"WRONG = disagreed with the reference (never timed); ERROR = raised; - = not run."),
-        Block("table", header=headline(res, preferred)[0], rows=headline(res, preferred)[1]),
-        *peer_blocks(res)])
+        Block("p", "Headline: each of our backends against the best peer, per op, dtype and size; then "
+                   "% of the ceiling." + ceil_text),
+        Block("p", legend),
+        Block("table", header=h_main, rows=r_main),
+        *peer_blocks(res),
+        Block("p", f"Per-op overview at {preferred} (the op's first dtype where it has no {preferred}): "
+                   f"geometric mean over the op's sizes of % of ceiling and of the ratio to each size's best "
+                   f"peer; '(k/n tie)' = k of the n sizes are ties."),
+        Block("table", header=h_over, rows=r_over)])
     sections = [intro]
     if not res.cpu_only:
         sections.append(Section("% of roofline", [Block("img", name="heatmap.png", png=heatmap(res, preferred),
@@ -483,7 +593,8 @@ def default_out_dir(results_path: Path) -> Path:
     return results_path.parent / f"{results_path.stem}-report"
 
 
-def write(results_path, out_dir: Path | None = None, preferred: str = HEADLINE_DTYPE) -> dict[str, Path]:
+def write(results_path, out_dir: Path | None = None, preferred: str = HEADLINE_DTYPE,
+          scaling=None) -> dict[str, Path]:
     res = load(results_path)
     out_dir = Path(out_dir) if out_dir else default_out_dir(res.path)
     title, sections = build(res, preferred)

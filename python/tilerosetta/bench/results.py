@@ -65,6 +65,35 @@ def metrics(flops: int, nbytes: int, median_ms: float, bound: str, dtype: str,
     return out
 
 
+# ---- roles and noise -------------------------------------------------------------------------------
+OURS, BASELINE, PEER = "ours", "baseline", "peer"
+REFERENCE_ROLES = (BASELINE, PEER)  # what our backends are measured against; never one of ours
+
+
+def role_from_meta(name: str, info: dict | None) -> str:
+    """A backend's role from its meta entry: an explicit "role", else a "peer" label (the TileGym peer's
+    mark), else "baseline" for torch, else ours."""
+    info = info or {}
+    role = info.get("role")
+    if role in (OURS, BASELINE, PEER):
+        return role
+    if info.get("peer"):
+        return PEER
+    return BASELINE if name == "torch" else OURS
+
+
+def spreads_overlap(a: dict, b: dict) -> bool:
+    """True when two timings' p20-p80 ranges overlap: their difference is inside the noise, a tie."""
+    return a["p20_ms"] <= b["p80_ms"] and b["p20_ms"] <= a["p80_ms"]
+
+
+def ratio_text(ratio: float | None, tie: bool = False) -> str:
+    """'1.12x', or 'tie (1.01x)' when the difference is inside the noise: never a win or loss."""
+    if ratio is None:
+        return "-"
+    return f"tie ({ratio:.2f}x)" if tie else f"{ratio:.2f}x"
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "unknown"
 
@@ -190,6 +219,31 @@ class Results:
             return rec["pct_of_datasheet"]
         sheet = self.ceilings.datasheet(rec["dtype"]) if self.ceilings else None
         return 100.0 * rec["tflops"] / sheet if sheet and rec.get("tflops") else None
+
+    def role(self, backend: str) -> str:
+        return role_from_meta(backend, self.meta.get("backends", {}).get(backend))
+
+    def is_reference(self, backend: str) -> bool:
+        """torch and the peers: what our backends are compared with."""
+        return self.role(backend) in REFERENCE_ROLES
+
+    def best_peer(self, op: str, dtype: str, case: str) -> dict | None:
+        """The fastest ok result among torch and the peers on one case (never one of ours)."""
+        cands = [r for r in self.results if r["op"] == op and r["dtype"] == dtype and r["case"] == case
+                 and r["status"] == "ok" and r.get("timing") and not r.get("sweep")
+                 and self.is_reference(r["backend"])]
+        return min(cands, key=lambda r: r["timing"]["median_ms"]) if cands else None
+
+    def vs_best_peer(self, rec: dict) -> tuple[float, bool, str] | None:
+        """(best peer's median / this median, tie, best peer's name): > 1 is faster than the best peer;
+        tie = the two p20-p80 spreads overlap. None when either is not timed."""
+        if rec.get("status") != "ok" or not rec.get("timing"):
+            return None
+        best = self.best_peer(rec["op"], rec["dtype"], rec["case"])
+        if best is None:
+            return None
+        ratio = best["timing"]["median_ms"] / rec["timing"]["median_ms"]
+        return ratio, spreads_overlap(best["timing"], rec["timing"]), best["backend"]
 
     def speedup(self, rec: dict) -> float | None:
         """median(torch) / median(this) on the same op, dtype and case; None without both timed."""

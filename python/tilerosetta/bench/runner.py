@@ -24,7 +24,7 @@ import torch
 from tilerosetta.backends import Backend
 from tilerosetta.bench import timing
 from tilerosetta.bench.ceilings import Ceilings
-from tilerosetta.bench.results import ResultsWriter, clean_floats, key_of, metrics, now_iso
+from tilerosetta.bench.results import ResultsWriter, clean_floats, key_of, metrics, now_iso, ratio_text
 from tilerosetta.harness import compare, make_case_tensors, reference
 from tilerosetta.specs import Case, OpSpec, dtype_name, get_spec
 
@@ -349,7 +349,8 @@ def fmt_ms(ms: float | None) -> str:
 
 
 def summary_rows(results) -> tuple[list[str], list[list[str]]]:
-    """A compact op/dtype/case x backend table of median time, % of ceiling and speedup vs torch."""
+    """A compact op/dtype/case x backend table of median time, % of ceiling and the ratio to the case's best
+    peer (torch or a peer; > 1 = faster; 'tie' when the p20-p80 spreads overlap)."""
     backends = [b for b in results.backends() if any(r["backend"] == b for r in results.results)]
     rows: dict[tuple, dict] = {}
     for r in results.results:
@@ -363,12 +364,12 @@ def summary_rows(results) -> tuple[list[str], list[list[str]]]:
                 line.append("")
             elif r["status"] == "ok":
                 pct = r.get("pct_of_ceiling")
-                sp = results.speedup(r)
+                vs = results.vs_best_peer(r)
                 text = fmt_ms(r["timing"]["median_ms"])
                 if pct is not None:
                     text += f" {pct:.0f}%"
-                if sp is not None and b != "torch":
-                    text += f" {sp:.2f}x"
+                if vs is not None and vs[2] != b:
+                    text += " " + ratio_text(vs[0], vs[1])
                 line.append(text)
             else:
                 line.append(r["status"].upper() if r["status"] in ("wrong", "error", "crashed") else "-")

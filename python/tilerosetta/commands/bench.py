@@ -169,7 +169,7 @@ def print_summary(console, res) -> None:
     from tilerosetta.bench.runner import summary_rows
 
     header, rows = summary_rows(res)
-    title = "median time, % of ceiling, speedup vs torch"
+    title = "median time, % of ceiling, ratio to the best peer (tie = inside the p20-p80 noise)"
     if res.cpu_only:
         title += "  [CPU host timing: NOT comparable]"
     table = Table(title=title)

@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 
 
 def run(args) -> int:
     from tilerosetta.bench import report
+    from tilerosetta.bench.results import load
+    from tilerosetta.toolchain import REPO_ROOT
 
     console = Console()
     try:
-        paths = report.write(args.results, args.out or None, args.dtype)
-    except FileNotFoundError as exc:
+        paths = report.write(args.results, args.out or None, args.dtype, scaling=args.scaling or None)
+    except (FileNotFoundError, ValueError) as exc:
         console.print(f"[red]tilerosetta report:[/] {exc}", highlight=False)
         return 2
     console.print(f"markdown: {paths['markdown']}\nhtml:     {paths['html']} (self-contained)\nplots:    "
                   f"{paths['plots']}", highlight=False)
-    if args.print:
-        from tilerosetta.bench.report import headline
-        from tilerosetta.bench.results import load
-
-        res = load(args.results)
-        header, rows = headline(res, args.dtype)
-        console.print("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n" +
-                      "\n".join("| " + " | ".join(r) + " |" for r in rows), highlight=False, markup=False)
+    if args.print or args.readme:
+        table = report.readme_table(load(args.results), args.dtype)
+        if args.print:
+            console.print(table, highlight=False, markup=False, soft_wrap=True)
+        if args.readme:
+            readme = Path(args.readme)
+            try:
+                report.rewrite_readme(readme if readme.is_absolute() else REPO_ROOT / readme, table)
+            except (OSError, ValueError) as exc:
+                console.print(f"[red]tilerosetta report --readme:[/] {exc}", highlight=False)
+                return 2
+            console.print(f"rewrote the table between the markers of {args.readme}", highlight=False)
     return 0
 
 
@@ -31,6 +39,12 @@ def register(sub):
     p = sub.add_parser("report", help="write a Markdown + HTML report (matplotlib plots) of a results file")
     p.add_argument("results", help="results .jsonl, a folder (its newest), or bench/results/latest")
     p.add_argument("--out", default="", help="output folder (default: <results>-report/ beside the file)")
-    p.add_argument("--dtype", default="bf16", help="dtype of the headline table and heatmap (default bf16)")
-    p.add_argument("--print", action="store_true", help="also print the headline table as Markdown")
+    p.add_argument("--dtype", default="bf16", help="dtype of the README table, overview and heatmap (default bf16)")
+    p.add_argument("--scaling", default="",
+                   help="also plot a `bench --scaling` results file (a path, or a folder: its newest scaling-*.jsonl)")
+    p.add_argument("--print", action="store_true",
+                   help="also print the headline table (per op and size: our best, the best peer, every backend's "
+                        "ratio to it, ties marked) as Markdown for the README")
+    p.add_argument("--readme", nargs="?", const="README.md", default="",
+                   help="rewrite that table in README.md (or the given file) between its two marker comments")
     p.set_defaults(func=run)
