@@ -112,3 +112,26 @@ def test_committed_readme_has_the_markers():
 
     text = (REPO_ROOT / "README.md").read_text()
     assert text.index(report.README_START) < text.index(report.README_END)
+
+
+def test_environment_records_each_backends_role():
+    from tilerosetta.backends.base import Backend
+    from tilerosetta.bench import environment
+
+    class Ours(Backend):
+        name, language, device_type = "mine", "fake", "cpu"
+
+        def available(self):
+            return True, "fake"
+
+        def implementations(self):
+            return {}
+
+    class Peer(Ours):
+        name, role = "lib", "peer"
+
+    class Torchy(Ours):
+        name = "torch"
+
+    info = environment.backend_info([Ours(), Peer(), Torchy()])
+    assert {n: i["role"] for n, i in info.items()} == {"mine": "ours", "lib": "peer", "torch": "baseline"}

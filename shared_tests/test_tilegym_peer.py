@@ -426,7 +426,7 @@ def test_report_marks_the_peer_column_and_footnotes_its_copies():
     for r in torch_softmax:
         res.results.append({**r, "backend": "tilegym", "note": "includes out.copy_(result)"})
     header, rows = report.headline(res)
-    assert header[-1] == "tilegym — peer (NVIDIA TileGym 1.5.1)" and "torch" in header
+    assert header[-1] == "tilegym (peer)" and "torch (baseline)" in header  # ours first, then torch and peers
     softmax_row = next(row for row in rows if row[0] == "softmax")
     assert softmax_row[-1].endswith("†"), softmax_row
     assert not any(cell.endswith("†") for row in rows for cell in row[2:-1])

@@ -72,7 +72,7 @@ def classify(old: dict | None, new: dict | None, threshold: float = NOISE) -> Ch
 def compare(old: Results, new: Results, threshold: float = NOISE) -> list[Change]:
     a, b = old.by_key(), new.by_key()
     keys = list(a) + [k for k in b if k not in a]
-    skip = ("missing", "unsupported")
+    skip = ("missing", "unsupported", "skipped")
     out = []
     for k in keys:
         o, n = a.get(k), b.get(k)

@@ -9,6 +9,7 @@ import subprocess
 import torch
 
 from tilerosetta import toolchain
+from tilerosetta.bench.results import role_from_meta
 from tilerosetta.toolchain import REPO_ROOT
 
 
@@ -84,6 +85,10 @@ def backend_info(backends) -> dict:
                        "device_type": b.device_type}
         if hasattr(b, "peer_label"):  # someone else's kernels shown beside ours (e.g. NVIDIA TileGym)
             out[b.name]["peer"] = b.peer_label()
+        # ours / baseline / peer: reports compare ours with the best of torch and the peers
+        role = getattr(b, "role", None)
+        role = role() if callable(role) else role
+        out[b.name]["role"] = role if role in ("ours", "baseline", "peer") else role_from_meta(b.name, out[b.name])
     return out
 
 

@@ -464,7 +464,27 @@ def environment_rows(res: Results):
 
 
 # ---- assembly --------------------------------------------------------------------------------------
-def build(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[str, list[Section]]:
+def scaling_section(scal: Results, colors_of: list[str]) -> Section:
+    from tilerosetta.bench import scaling_report as sr
+
+    sec = Section("How cost grows with size", [Block("p", (
+        "From `tilerosetta bench --scaling` (sizes: each op's spec.scaling). Top: µs per call against the swept "
+        "size, log-log; solid/dash-dot = CUDA-graph median (L2 flushed), dotted = eager per-call wall time "
+        "(back-to-back calls, no graph: at small sizes this is the launch cost). Bottom: % of the ceiling. "
+        "Circles = ours, squares = torch and peers.")),
+        Block("p", sr.coverage_text(scal))])
+    colors = _colors(colors_of)
+    for op in sr.scaling_ops(scal):
+        sec.blocks.append(Block("img", name=f"scaling_{op}.png", png=sr.figure(scal, op, colors, _png),
+                                text=f"{op}: cost against size"))
+    h, rows = sr.launch_rows(scal)
+    sec.blocks += [Block("p", "Launch cost at each op's smallest size: graph median vs eager per call (wall: until "
+                              "the GPU finished; host: CPU time to issue one call)."),
+                   Block("table", header=h, rows=rows)]
+    return sec
+
+
+def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = None) -> tuple[str, list[Section]]:
     gpu = res.meta.get("gpu", {}).get("name", "unknown GPU")
     title = f"TileRosetta benchmark: {gpu}"
     warn = []
@@ -508,6 +528,9 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[str, list[Sect
         if any(r["op"] == op and r["status"] in ("ok",) + BAD for r in res.results):
             per_op.blocks.append(Block("img", name=f"op_{op}.png", png=op_bars(res, op), text=f"{op} by backend"))
     sections.append(per_op)
+    if scal is not None:
+        sections.append(scaling_section(scal, res.backends() + [b for b in scal.backends()
+                                                                 if b not in res.backends()]))
     h, rows = compile_table(res)
     sections.append(Section("First call (compile) vs warm call", [
         Block("p", "Host wall time of one call up to its completion. The first call of a case in the process "
@@ -589,6 +612,20 @@ def to_html(title: str, sections: list[Section]) -> str:
     return "\n".join(out)
 
 
+def load_scaling(arg) -> Results:
+    """A `bench --scaling` file: a path, or a folder (its newest scaling-*.jsonl)."""
+    p = Path(arg)
+    if p.is_dir():
+        files = sorted(p.glob("scaling-*.jsonl"), key=lambda f: f.name)
+        if not files:
+            raise FileNotFoundError(f"no scaling-*.jsonl in {p}: run `tilerosetta bench --scaling` on a GPU")
+        p = files[-1]
+    res = load(p)
+    if not res.meta.get("scaling"):
+        raise ValueError(f"{p} is not a `bench --scaling` results file (its meta line has no 'scaling')")
+    return res
+
+
 def default_out_dir(results_path: Path) -> Path:
     return results_path.parent / f"{results_path.stem}-report"
 
@@ -596,8 +633,9 @@ def default_out_dir(results_path: Path) -> Path:
 def write(results_path, out_dir: Path | None = None, preferred: str = HEADLINE_DTYPE,
           scaling=None) -> dict[str, Path]:
     res = load(results_path)
+    scal = load_scaling(scaling) if scaling else (res if res.meta.get("scaling") else None)
     out_dir = Path(out_dir) if out_dir else default_out_dir(res.path)
-    title, sections = build(res, preferred)
+    title, sections = build(res, preferred, scal)
     plots = out_dir / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     for s in sections:

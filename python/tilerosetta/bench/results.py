@@ -16,6 +16,7 @@ A result's status is one of:
   crashed      started but the process died (written on --resume)
   missing      the backend does not implement the op (its reason)
   unsupported  the backend does not accept this dtype for the op
+  skipped      not run: `bench --scaling` ran out of its time budget (reason recorded)
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tilerosetta.toolchain import REPO_ROOT
 SCHEMA = 1
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 FIXTURE = REPO_ROOT / "bench" / "fixtures" / "h200_sample.jsonl"
-STATUSES = ("ok", "wrong", "error", "crashed", "missing", "unsupported")
+STATUSES = ("ok", "wrong", "error", "crashed", "missing", "unsupported", "skipped")
 NOISE = 0.05  # default relative change `compare` treats as real
 
 
@@ -116,7 +117,7 @@ def resolve_results_path(arg: str | os.PathLike) -> Path:
         return p
     directory = p if p.is_dir() else (p.parent if p.name == "latest" else None)
     if directory is not None and directory.is_dir():
-        files = sorted((f for f in directory.glob("*.jsonl") if not f.name.startswith("sweep-")),
+        files = sorted((f for f in directory.glob("*.jsonl") if not f.name.startswith(("sweep-", "scaling-"))),
                        key=lambda f: f.name)
         if files:
             return files[-1]

@@ -16,6 +16,7 @@ Every record is written (and fsynced) as it is produced; a "start" record preced
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -45,6 +46,9 @@ class Settings:
     flush: bool = True
     cpu: bool = False  # host timing of CPU tensors: bookkeeping runs / CI only, labelled not comparable
     quick: bool = False
+    min_reps: int = 10  # fewest timed repetitions (bench --scaling uses fewer)
+    eager: bool = True  # also record the host time per eager call (timing.eager_per_call)
+    eager_budget_ms: float = 10.0
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -177,7 +181,7 @@ class CaseRunner:
         if s.flush and self._flusher is None:
             self._flusher = timing.L2Flusher()
         return timing.time_gpu(fn, warmup_ms=s.warmup_ms, rep_ms=s.rep_ms, graph=s.graph, flush=s.flush,
-                               verify=verify, flusher=self._flusher)
+                               verify=verify, flusher=self._flusher, min_reps=s.min_reps)
 
     def reference_for(self, spec: OpSpec, dtype: torch.dtype, case: Case, device: str):
         key = (spec.name, dtype, case.name, device)
@@ -247,6 +251,9 @@ class CaseRunner:
             return
         rec["timing"] = t.to_json()
         rec["method"] = t.method
+        if self.settings.eager:  # launch cost beside the graph time (no graph, back-to-back calls)
+            rec["eager"] = timing.eager_per_call(call, device, estimate_ms=t.median_ms,
+                                                 budget_ms=self.settings.eager_budget_ms)
         note = getattr(backend, "out_note", None)  # a peer whose timed call holds more than its kernel
         if note and note(spec.name):
             rec["note"] = note(spec.name)
@@ -307,6 +314,7 @@ class Runner:
     timer: Callable | None = None
     done: set = field(default_factory=set)  # keys already in the file (--resume)
     launch_done: set = field(default_factory=set)
+    budget: Any = None  # bench --scaling: scaling.Budget (skip(backend) -> reason | None, charge(backend, s))
 
     def run(self, plan, progress: Progress | None = None) -> list[dict]:
         progress = progress or Progress()
@@ -323,8 +331,18 @@ class Runner:
             label = f"{b.name} {spec.name} {dtype_name(d)} {case.name}"
             progress.case(label)
             key = {"backend": b.name, "op": spec.name, "dtype": dtype_name(d), "case": case.name}
+            why = self.budget.skip(b.name) if self.budget is not None else None
+            if why:
+                rec = {**base_record(b, spec, d, case), "status": "skipped", "message": why, "t": now_iso()}
+                self.writer.write(rec)
+                out.append(rec)
+                progress.done(rec)
+                continue
             self.writer.write({"type": "start", **key, "t": now_iso()})
+            t0 = time.perf_counter()
             rec = runner.run(b, spec, d, case)
+            if self.budget is not None:
+                self.budget.charge(b.name, time.perf_counter() - t0)
             rec["t"] = now_iso()
             self.writer.write(rec)
             self.done.add(key_of(rec))

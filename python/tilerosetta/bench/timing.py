@@ -219,3 +219,22 @@ def launch_overhead_us(fn: Callable[[], None], device_type: str, calls: int = 20
         per_call.append((time.perf_counter() - t0) * 1e6 / calls)
         _sync(device_type)
     return statistics.median(per_call)
+
+
+def eager_per_call(fn: Callable[[], None], device_type: str, *, estimate_ms: float | None = None,
+                   budget_ms: float = 10.0, min_calls: int = 3, max_calls: int = 200) -> dict:
+    """What one eager call costs without a CUDA graph: `calls` back-to-back calls (no sync between them,
+    L2 not flushed), then one sync. host_us: CPU time per call to issue them (the launch cost: while the
+    GPU is busy with earlier calls the host runs ahead); wall_us: per call until the GPU finished them,
+    i.e. max(launch cost, GPU time) - what a Python loop of eager calls gets. Compare with the graph
+    median to see launch cost at small sizes."""
+    calls = rep_count(budget_ms, estimate_ms or 0.0, min_calls, max_calls)
+    _sync(device_type)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    _sync(device_type)
+    t2 = time.perf_counter()
+    return {"host_us": (t1 - t0) * 1e6 / calls, "wall_us": (t2 - t0) * 1e6 / calls, "calls": calls}
+

@@ -20,6 +20,7 @@ from tilerosetta import backends as registry
 from tilerosetta.specs import OP_NAMES
 
 MAX_RESTARTS = 3
+DEFAULT_WARMUP_MS, DEFAULT_REP_MS = 25.0, 100.0
 NO_GPU = ("no CUDA GPU visible to torch: `tilerosetta bench` times GPU kernels only and refuses to report CPU "
           "timings as if they were comparable.\n  * correctness without a GPU: tilerosetta test\n"
           "  * a report from committed results: tilerosetta report bench/fixtures/h200_sample.jsonl\n"
@@ -37,9 +38,11 @@ def _restart_argv(args, path: Path) -> list[str]:
     for flag in ("backend", "op", "dtype", "size"):
         if getattr(args, flag):
             argv += [f"--{flag}", getattr(args, flag)]
-    for flag in ("quick", "allow_cpu", "no_graph", "no_flush"):
+    for flag in ("quick", "allow_cpu", "no_graph", "no_flush", "scaling"):
         if getattr(args, flag):
             argv.append("--" + flag.replace("_", "-"))
+    if args.scaling:
+        argv += ["--budget-s", str(args.budget_s)]
     return argv
 
 
@@ -60,6 +63,14 @@ def run(args) -> int:
         args.warmup_ms, args.rep_ms = min(args.warmup_ms, 5.0), min(args.rep_ms, 20.0)
     settings = runner.Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, graph=not args.no_graph,
                                flush=not args.no_flush, cpu=cpu, quick=args.quick)
+    if args.scaling:  # many points, short budgets (explicit --warmup-ms/--rep-ms still win)
+        from tilerosetta.bench import scaling
+
+        if args.warmup_ms == DEFAULT_WARMUP_MS:
+            settings.warmup_ms = scaling.WARMUP_MS
+        if args.rep_ms == DEFAULT_REP_MS:
+            settings.rep_ms = scaling.REP_MS
+        settings.min_reps = scaling.MIN_REPS
     names = _csv(args.backend) or list(registry.BACKEND_NAMES)
     all_b = [registry.get(n) for n in names]
     device = "cpu" if cpu else "cuda"
@@ -81,11 +92,24 @@ def run(args) -> int:
         if op not in OP_NAMES:
             console.print(f"[red]unknown op '{op}'[/]: expected some of {list(OP_NAMES)}")
             return 2
-    try:
-        plan = runner.build_plan(ops, _csv(args.dtype) or None, args.size, args.quick, cpu)
-    except ValueError as exc:
-        console.print(f"[red]{exc}[/]")
-        return 2
+    budget, scaling_meta = None, None
+    if args.scaling:
+        if args.size or args.quick:
+            console.print("[red]--scaling takes its sizes from the specs (spec.scaling): drop --size/--quick[/]")
+            return 2
+        points = scaling.build_plan(ops, _csv(args.dtype) or None,
+                                    max_elems=scaling.CPU_MAX_ELEMS if cpu else None)
+        plan = [(p.spec, p.dtype, p.case) for p in points]
+        budget = scaling.Budget(args.budget_s, [b.name for b in chosen])
+        scaling_meta = {**scaling.describe(points), "budget_s": args.budget_s}
+        if cpu:
+            scaling_meta["cpu_note"] = f"CPU run: only points of at most {scaling.CPU_MAX_ELEMS} elements"
+    else:
+        try:
+            plan = runner.build_plan(ops, _csv(args.dtype) or None, args.size, args.quick, cpu)
+        except ValueError as exc:
+            console.print(f"[red]{exc}[/]")
+            return 2
     if not plan:
         console.print("[red]nothing to run[/]: no (op, dtype, case) matches --op/--dtype/--size")
         return 2
@@ -105,10 +129,12 @@ def run(args) -> int:
                       f"skipped")
     else:
         env = environment.collect(all_b)
-        path = results.new_results_path(Path(args.out_dir), "cpu" if cpu else env["gpu"]["name"])
+        path = results.new_results_path(Path(args.out_dir), "cpu" if cpu else env["gpu"]["name"],
+                                        prefix="scaling-" if args.scaling else "")
         writer = results.ResultsWriter(path)
+        extra = {"scaling": scaling_meta} if scaling_meta else {}
         writer.write({"type": "meta", "schema": results.SCHEMA, "date": results.now_iso(), "fixture": False,
-                      "cpu_only": cpu, "settings": settings.to_json(), **env,
+                      "cpu_only": cpu, "settings": settings.to_json(), **extra, **env,
                       "timing": "CPU host wall clock: NOT comparable with GPU timings" if cpu else
                       "CUDA events around a CUDA-graph replay (or plain launches where capture fails), L2 "
                       "flushed before each repetition, median of repetitions"})
@@ -125,7 +151,10 @@ def run(args) -> int:
         console.print("[bold red]CPU ONLY: host wall-clock timings of CPU tensors, NOT comparable with GPU "
                       "results; no % of ceiling[/]")
 
-    r = runner.Runner(chosen, writer, settings, ceilings, done=done, launch_done=launch_done)
+    r = runner.Runner(chosen, writer, settings, ceilings, done=done, launch_done=launch_done, budget=budget)
+    if budget is not None:
+        console.print(f"scaling: {len(plan)} point(s) x {len(chosen)} backend(s), coarse to fine, budget "
+                      f"{budget.total_s:.0f} s ({budget.share_s:.1f} s per backend)", highlight=False)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     try:
@@ -161,7 +190,10 @@ def run(args) -> int:
         os.execv(sys.executable, _restart_argv(args, path))
     writer.close()
     print_summary(console, results.load(path))
-    console.print(f"results: {path}\nreport:  tilerosetta report {path}")
+    if args.scaling:
+        console.print(f"results: {path}\nreport:  tilerosetta report MAIN_RESULTS --scaling {path}")
+    else:
+        console.print(f"results: {path}\nreport:  tilerosetta report {path}")
     return 0
 
 
@@ -193,8 +225,16 @@ def register(sub):
     p.add_argument("--dtype", default="", help="comma-separated dtypes: fp32,fp16,bf16 (default: the spec's)")
     p.add_argument("--size", default="", help="bench case index (0, 1, ...) or dims like M=4096,N=8192")
     p.add_argument("--quick", action="store_true", help="smoke run: first case, bf16, 5 ms warmup / 20 ms reps")
-    p.add_argument("--warmup-ms", type=float, default=25.0, help="warm-up budget per case (GPU ms)")
-    p.add_argument("--rep-ms", type=float, default=100.0, help="timed repetitions budget per case (GPU ms)")
+    p.add_argument("--warmup-ms", type=float, default=DEFAULT_WARMUP_MS, help="warm-up budget per case (GPU ms)")
+    p.add_argument("--rep-ms", type=float, default=DEFAULT_REP_MS, help="timed repetitions budget per case (GPU ms)")
+    p.add_argument("--scaling", action="store_true",
+                   help="how cost grows with size: time each op over the size sweeps of its spec (spec.scaling), "
+                        "one dtype (bf16), short budgets (3 ms warm-up, 12 ms reps, >= 5 reps) plus host time "
+                        "per eager call; writes scaling-*.jsonl. Time: about 4 minutes on one H200 with every "
+                        "backend and peer (--budget-s of timed points + ~40 s of imports and ceilings); points "
+                        "past the budget are recorded as skipped")
+    p.add_argument("--budget-s", type=float, default=200.0,
+                   help="--scaling: wall seconds for the timed points, shared equally by the backends (default 200)")
     p.add_argument("--no-graph", action="store_true", help="time plain launches, never CUDA graphs")
     p.add_argument("--no-flush", action="store_true", help="do not flush L2 between repetitions")
     p.add_argument("--resume", default="", help="append to this results file, skipping cases already done")

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from tilerosetta.specs.base import HALF_DTYPES, Case, OpSpec
+from tilerosetta.specs.base import HALF_DTYPES, Case, OpSpec, Scaling
 
 HEAD_DIMS = (64, 128)
 
@@ -28,6 +28,10 @@ class Attention(OpSpec):
         Case({"B": 1, "H": 2, "S": 77, "D": 64}, {"causal": True, "scale": 0.3}),)
     bench_cases = tuple(Case({"B": 4, "H": 32, "S": 4096, "D": d}, {"causal": c})
                         for d in HEAD_DIMS for c in (False, True))
+    # bench --scaling: S from 128 to 32768 at a fixed B*H*S (B derived), D=128, not causal. 65536 keeps the
+    # float64 reference's S x S scores at S=32768 to ~17 GB per head pair.
+    scaling = (Scaling(("S",), (128, 512, 2048, 8192, 32768), {"H": 2, "D": 128}, {"causal": False},
+                       solve="B", product_of=("B", "H", "S"), product=65536),)
 
     def check_extra(self, dims, params):
         if dims["D"] not in HEAD_DIMS:

@@ -68,6 +68,45 @@ class Case:
         return hash(self.name)
 
 
+@dataclass(frozen=True)
+class Scaling:
+    """One size sweep of an op for `tilerosetta bench --scaling` (data, not runner code): each value of
+    `values` is given to every dim in `vary` (e.g. ("M", "N") for square transposes), the other dims are
+    `fixed`, and `solve`, when set, is derived so that the product of `product_of` stays `product`
+    (attention: B = budget / (H * S) keeps the work per S comparable)."""
+
+    vary: tuple[str, ...]
+    values: tuple[int, ...]
+    fixed: dict[str, int] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    solve: str = ""
+    product_of: tuple[str, ...] = ()
+    product: int = 0
+
+    @property
+    def name(self) -> str:
+        """'N at M=2048', 'S at B*H*S=65536, H=2, D=128'."""
+        held = ([f"{'*'.join(self.product_of)}={self.product}"] if self.solve else []) + \
+            [f"{k}={v}" for k, v in self.fixed.items()] + [f"{k}={v}" for k, v in self.params.items()]
+        return f"{'='.join(self.vary)}" + (f" at {', '.join(held)}" if held else "")
+
+    def dims_at(self, value: int) -> dict[str, int]:
+        dims = {**self.fixed, **{d: value for d in self.vary}}
+        if self.solve:
+            rest = math.prod(dims[d] for d in self.product_of if d != self.solve)
+            dims[self.solve] = max(1, self.product // rest)
+        return dims
+
+    def matches(self, dims: dict[str, int], params: dict[str, Any] | None = None) -> int | None:
+        """The swept value when `dims` (and params) is a point of this sweep, else None."""
+        value = dims.get(self.vary[0])
+        if value not in self.values or any(dims.get(k) != v for k, v in self.dims_at(value).items()):
+            return None
+        if params is not None and any(params.get(k) != v for k, v in self.params.items()):
+            return None
+        return value
+
+
 def _eval_dim(expr: str, dims: dict[str, int]) -> int:
     """Evaluate a symbolic extent such as 'N', '2*H' against bound dims (only * of ints and names)."""
     value = 1
@@ -90,6 +129,7 @@ class OpSpec:
     bench_cases: ClassVar[tuple[Case, ...]] = ()  # benchmark sizes
     bound: ClassVar[str] = "memory"  # "memory" or "compute": which roofline ceiling applies
     dim_choices: ClassVar[dict[str, tuple[int, ...]]] = {}  # dims restricted to a few values (random tests)
+    scaling: ClassVar[tuple[Scaling, ...]] = ()  # size sweeps of `bench --scaling` (how cost grows with size)
 
     # ---- semantics -------------------------------------------------------------------------
     def reference(self, params: dict[str, Any], **inputs: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -1,6 +1,6 @@
 """bmm: batched matmul (Bt, M, K) @ (Bt, K, N) -> (Bt, M, N); fp32 may use tf32."""
 
-from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec
+from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling
 
 
 class Bmm(OpSpec):
@@ -14,6 +14,7 @@ class Bmm(OpSpec):
                    (2, 256, 128, 512)))
     bench_cases = (Case({"Bt": 16, "M": 2048, "N": 2048, "K": 2048}),
                    Case({"Bt": 4, "M": 4096, "N": 4096, "K": 4096}))
+    scaling = (Scaling(("Bt",), (1, 4, 16, 64), {"M": 1024, "N": 1024, "K": 1024}),)  # bench --scaling: batch
 
     def tolerance(self, dtype):
         return TF32_TOLERANCE if dtype == FP32 else super().tolerance(dtype)

@@ -2,7 +2,7 @@
 
 import torch
 
-from tilerosetta.specs.base import Case, OpSpec
+from tilerosetta.specs.base import Case, OpSpec, Scaling
 
 
 class LayerNorm(OpSpec):
@@ -14,6 +14,9 @@ class LayerNorm(OpSpec):
     cases = tuple(Case({"M": m, "N": n}) for m, n in
                   ((1, 2), (1, 4096), (3, 7), (17, 129), (64, 1024), (257, 4099), (2, 16384)))
     bench_cases = (Case({"M": 4096, "N": 8192}), Case({"M": 16384, "N": 4096}))
+    # bench --scaling: row length at fixed rows, then rows (1 = one token) at a fixed row length
+    scaling = (Scaling(("N",), (128, 512, 2048, 8192, 32768, 131072, 262144), {"M": 2048}),
+               Scaling(("M",), (1, 8, 64, 512, 4096, 32768, 65536), {"N": 4096}))
 
     def make_inputs(self, case, dtype, device, generator):
         s = self.shapes(case)

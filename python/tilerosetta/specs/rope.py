@@ -6,7 +6,7 @@ q (B, H, S, D), cos and sin (S, D) broadcast over B and H.
 
 import torch
 
-from tilerosetta.specs.base import Case, OpSpec
+from tilerosetta.specs.base import Case, OpSpec, Scaling
 
 
 class Rope(OpSpec):
@@ -19,6 +19,7 @@ class Rope(OpSpec):
                   ((1, 1, 1, 2), (1, 1, 7, 64), (2, 3, 17, 128), (1, 4, 129, 64), (3, 2, 31, 32),
                    (1, 1, 1000, 128)))
     bench_cases = (Case({"B": 4, "H": 32, "S": 4096, "D": 128}),)
+    scaling = (Scaling(("S",), (128, 512, 2048, 8192, 32768), {"B": 1, "H": 32, "D": 128}),)  # bench --scaling
 
     def make_inputs(self, case, dtype, device, generator):
         s = self.shapes(case)

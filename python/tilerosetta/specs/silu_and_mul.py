@@ -2,7 +2,7 @@
 
 import torch
 
-from tilerosetta.specs.base import Case, OpSpec
+from tilerosetta.specs.base import Case, OpSpec, Scaling
 
 
 class SiluAndMul(OpSpec):
@@ -13,6 +13,7 @@ class SiluAndMul(OpSpec):
     cases = tuple(Case({"M": m, "H": h}) for m, h in
                   ((1, 1), (1, 4096), (3, 7), (17, 129), (64, 1024), (257, 4099)))
     bench_cases = (Case({"M": 4096, "H": 14336}), Case({"M": 16384, "H": 4096}))
+    scaling = (Scaling(("M",), (1, 16, 256, 4096, 32768), {"H": 4096}),)  # bench --scaling: tokens
 
     def reference(self, params, x):
         h = x.shape[-1] // 2
