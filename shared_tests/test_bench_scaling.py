@@ -61,19 +61,27 @@ def test_a_point_shared_by_two_sweeps_runs_once(monkeypatch):
 
 def test_budget_share_and_total():
     now = [0.0]
-    b = scaling.Budget(100.0, ["a", "b", "c", "d"], clock=lambda: now[0])
-    assert b.share_s == 25.0 and b.skip("a") is None
-    b.charge("a", 30.0)
-    assert "share" in b.skip("a") and b.skip("b") is None
+    b = scaling.Budget(100.0, {"a": 30, "b": 10, "c": 10, "peer": 0}, clock=lambda: now[0])
+    assert b.share_s("a") == 60.0 and b.share_s("b") == 20.0  # in proportion to the points each runs
+    assert b.skip("a") is None
+    b.charge("b", 21.0)
+    assert "share" in b.skip("b") and b.skip("a") is None
     now[0] = 100.0
-    assert "budget (100 s) was spent" in b.skip("b")
+    assert "budget (100 s) was spent" in b.skip("a")
+
+
+def test_weights_count_the_points_a_backend_runs():
+    plan = scaling.build_plan(["softmax", "matmul"])
+    ours, peer = CountingBackend("ours"), CountingBackend("peer")
+    w = scaling.weights(plan, [ours, peer], lambda b, p: b.name == "ours" or p.spec.name == "matmul")
+    assert w == {"ours": len(plan), "peer": len(get_spec("matmul").scaling[0].values)}
 
 
 def test_runner_skips_past_the_budget_and_records_eager_time(tmp_path):
     sm = get_spec("softmax")
     plan = [(sm, torch.float32, c) for c in sm.cases[2:5]]
     fast, slow = CountingBackend("fast"), CountingBackend("slow")
-    budget = scaling.Budget(1000.0, ["fast", "slow"])
+    budget = scaling.Budget(1000.0, {"fast": 3, "slow": 3})
     budget.charge("slow", 600.0)  # already past its 500 s share
     path = tmp_path / "s.jsonl"
     with results.ResultsWriter(path) as w:
@@ -102,6 +110,7 @@ def test_scaling_cli_on_cpu(tmp_path, capsys):
     res = results.load(files[0])
     meta = res.meta["scaling"]
     assert meta["budget_s"] == 200.0 and meta["ops"] == ["vector_add"] and "CPU run" in meta["cpu_note"]
+    assert meta["shares_s"] == {"torch": 200.0}
     assert res.meta["settings"]["min_reps"] == scaling.MIN_REPS
     ns = sorted(r["dims"]["N"] for r in res.results)
     assert ns == [n for n in get_spec("vector_add").scaling[0].values if 3 * n <= scaling.CPU_MAX_ELEMS]

@@ -9,7 +9,8 @@
 # Env: BACKENDS (default: all that run), SUITE_K ("backend=pytest -k expr;..." to narrow a backend's suite),
 #      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'), MAX_CONFIGS (8),
 #      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
-#      per-step time limits T_SUITE, T_PROBE, T_SWEEPS, T_BENCH (s).
+#      SCALING=1 (`bench --scaling` after the bench, ~4 min; SCALING_ARGS e.g. "--budget-s 120"),
+#      per-step time limits T_SUITE, T_PROBE, T_SWEEPS, T_BENCH, T_SCALING (s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}
@@ -77,8 +78,13 @@ if [ -n "${BENCH2_ARGS:-}" ]; then  # a second, narrower benchmark run (its own 
   timeout "${T_BENCH2:-120}" gpu-bundle/run.sh bench --out "$out" $BENCH2_ARGS | tail -4
   stamp "bench 2"
 fi
+if [ "${SCALING:-0}" = 1 ]; then  # how cost grows with size: its own scaling-*.jsonl (bench --scaling, ~4 min)
+  timeout "${T_SCALING:-330}" gpu-bundle/run.sh shell python3 -m tilerosetta bench --scaling --out "$out" \
+    ${SCALING_ARGS:-} > "$out/scaling.log" 2>&1; echo "scaling: exit $?"; tail -4 "$out/scaling.log"
+  stamp "scaling"
+fi
 # The device tool returns at most 8 files from $OUT (run 9 lost its tuned_configs.json to that limit):
 # keep the results files and archives, pack the logs into one.
-( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log 2>/dev/null || true) \
+( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log 2>/dev/null || true) \
   && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs )
 ls "$out"

@@ -34,7 +34,7 @@ COPY_ELEMS = 1 << 28  # 1 GiB of fp32: far beyond any L2
 # to fill 132 SMs many times over; ~0.2 s of GPU time per dtype at the default budgets.
 MEASURED_SHAPES = ((8192, 8192, 8192), (16384, 8192, 8192), (8192, 8192, 16384))
 QUICK_SHAPES = MEASURED_SHAPES[:1]
-LOAD_MS = 150.0  # GEMMs queued while the clock is read "under load"
+LOAD_MS = 300.0  # GEMMs queued while the clock is read "under load" (nvidia-smi takes ~0.1 s to answer)
 
 # Dense (no 2:4 sparsity) tensor-core peaks in TFLOP/s from NVIDIA's datasheets, per dtype; fp32 = tf32.
 # Matched against torch.cuda.get_device_name() in order; first match wins. Keep it small and sure.

@@ -125,8 +125,9 @@ def main_rows(res: Results, dtypes: str | None = None, pct: bool = True):
                                                          _f(best_ours.get("pct_of_ceiling"), 0, "%")))
         else:
             line.append("-")
+        peer_pct = best_peer.get("pct_of_ceiling") if best_peer else None
         line.append("-" if best_peer is None else
-                    f"{best_peer['backend']} {_f(best_peer.get('pct_of_ceiling'), 0, '%')}".strip())
+                    best_peer["backend"] + (f" {peer_pct:.0f}%" if peer_pct is not None else ""))
         for b in backends:
             r = recs[b]
             if r is None or r["status"] in ("missing", "unsupported", "skipped"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -108,15 +109,18 @@ def build_plan(ops, dtypes: list[str] | None = None, max_elems: int | None = Non
 
 @dataclass
 class Budget:
-    """Wall-time budget of a scaling run: `total_s` overall, an equal share per backend."""
+    """Wall-time budget of a scaling run: `total_s` overall, shared by the backends in proportion to
+    `weights` (the number of plan points each one runs: a peer with two ops gets less than a backend
+    with all ten)."""
     total_s: float
-    backends: list[str]
-    clock: callable = time.perf_counter
+    weights: dict[str, float]
+    clock: Callable[[], float] = time.perf_counter
     spent: dict[str, float] = field(default_factory=dict)
     started: float | None = None
 
-    def __post_init__(self):
-        self.share_s = self.total_s / max(1, len(self.backends))
+    def share_s(self, backend: str) -> float:
+        total_w = sum(self.weights.values()) or 1.0
+        return self.total_s * self.weights.get(backend, 0.0) / total_w
 
     def skip(self, backend: str) -> str | None:
         """Why `backend` must not run another point now, or None."""
@@ -124,13 +128,19 @@ class Budget:
             self.started = self.clock()
         if self.clock() - self.started >= self.total_s:
             return f"not run: the scaling time budget ({self.total_s:.0f} s) was spent"
-        if self.spent.get(backend, 0.0) >= self.share_s:
+        share = self.share_s(backend)
+        if self.spent.get(backend, 0.0) >= share:
             return (f"not run: {backend} used its share of the scaling time budget "
-                    f"({self.share_s:.1f} s of {self.total_s:.0f} s, compile time included)")
+                    f"({share:.1f} s of {self.total_s:.0f} s, compile time included)")
         return None
 
     def charge(self, backend: str, seconds: float) -> None:
         self.spent[backend] = self.spent.get(backend, 0.0) + seconds
+
+
+def weights(plan: list[Point], backends, runs) -> dict[str, float]:
+    """backend -> number of plan points it runs; runs(backend, point) -> bool."""
+    return {b.name: float(sum(1 for p in plan if runs(b, p))) for b in backends}
 
 
 def describe(plan: list[Point]) -> dict:

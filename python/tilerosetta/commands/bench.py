@@ -100,8 +100,10 @@ def run(args) -> int:
         points = scaling.build_plan(ops, _csv(args.dtype) or None,
                                     max_elems=scaling.CPU_MAX_ELEMS if cpu else None)
         plan = [(p.spec, p.dtype, p.case) for p in points]
-        budget = scaling.Budget(args.budget_s, [b.name for b in chosen])
-        scaling_meta = {**scaling.describe(points), "budget_s": args.budget_s}
+        budget = scaling.Budget(args.budget_s, scaling.weights(
+            points, chosen, lambda b, p: runner.skip_reason(b, p.spec, p.dtype, settings) is None))
+        scaling_meta = {**scaling.describe(points), "budget_s": args.budget_s,
+                        "shares_s": {b: round(budget.share_s(b), 1) for b in budget.weights}}
         if cpu:
             scaling_meta["cpu_note"] = f"CPU run: only points of at most {scaling.CPU_MAX_ELEMS} elements"
     else:
@@ -154,7 +156,8 @@ def run(args) -> int:
     r = runner.Runner(chosen, writer, settings, ceilings, done=done, launch_done=launch_done, budget=budget)
     if budget is not None:
         console.print(f"scaling: {len(plan)} point(s) x {len(chosen)} backend(s), coarse to fine, budget "
-                      f"{budget.total_s:.0f} s ({budget.share_s:.1f} s per backend)", highlight=False)
+                      f"{budget.total_s:.0f} s shared by points run: " +
+                      ", ".join(f"{b} {budget.share_s(b):.0f} s" for b in budget.weights), highlight=False)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     try:
