@@ -116,6 +116,11 @@ def test_scaling_cli_on_cpu(tmp_path, capsys):
     assert ns == [n for n in get_spec("vector_add").scaling[0].values if 3 * n <= scaling.CPU_MAX_ELEMS]
     assert all(r["status"] == "ok" and r["eager"]["calls"] >= 3 for r in res.results)
     assert "--scaling" in capsys.readouterr().out
+    # a resume of a scaling file (as after a fatal CUDA error) goes on with the scaling plan, not the bench's
+    assert cli.main(["bench", "--resume", str(files[0]), "--allow-cpu", "--op", "vector_add",
+                     "--backend", "torch"]) == 0
+    again = results.load(files[0])
+    assert sorted(r["case"] for r in again.results) == sorted(r["case"] for r in res.results)
     with pytest.raises(FileNotFoundError):  # `latest` never picks a scaling file as the main results
         results.resolve_results_path(out / "latest")
     assert cli.main(["bench", "--scaling", "--allow-cpu", "--size", "0", "--out-dir", str(out)]) == 2
@@ -178,3 +183,14 @@ def test_report_refuses_a_non_scaling_file_as_scaling(tmp_path, capsys):
         report.load_scaling(results.FIXTURE)
     assert cli.main(["report", str(results.FIXTURE), "--out", str(tmp_path / "o"), "--scaling",
                      str(results.FIXTURE)]) == 2
+
+
+def test_a_resumed_scaling_run_does_not_start_its_budget_over(tmp_path):
+    p = tmp_path / "scaling-x.jsonl"
+    recs = [{"type": "meta", "schema": 1, "scaling": {"budget_s": 200}},
+            {"type": "result", "backend": "a", "op": "vector_add", "dtype": "bf16", "case": "N1", "status": "ok",
+             "t": "2026-11-30T10:00:00+00:00"},
+            {"type": "result", "backend": "a", "op": "vector_add", "dtype": "bf16", "case": "N2", "status": "ok",
+             "t": "2026-11-30T10:01:40+00:00"}]
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert scaling.seconds_used(results.load(p)) == pytest.approx(100.0)

@@ -382,10 +382,10 @@ def results_table(res: Results):
                      r["status"] + (" (suspect)" if r.get("suspect") else ""),
                      r.get("method", "-"), fmt_ms(t.get("median_ms")),
                      f"{fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}" if t else "-",
-                     _f(r.get("tflops"), 1), _f(r.get("gbps"), 0), _f(r.get("pct_of_ceiling"), 0, "%"),
+                     _f((r.get("eager") or {}).get("wall_us"), 1), _f(r.get("tflops"), 1), _f(r.get("gbps"), 0), _f(r.get("pct_of_ceiling"), 0, "%"),
                      _f(res.pct_of_datasheet(r), 0, "%"),
                      f"{ratio_text(v[0], v[1])} vs {v[2]}" if v else "-", _config_text(r.get("config"))])
-    return ["op", "dtype", "case", "backend", "status", "method", "median", "p20 – p80", "TFLOP/s", "GB/s",
+    return ["op", "dtype", "case", "backend", "status", "method", "median", "p20 – p80", "eager µs/call", "TFLOP/s", "GB/s",
             "% ceiling", "% datasheet", "vs best peer", "config"], rows
 
 
@@ -435,7 +435,8 @@ def method_notes(res: Results) -> list[Block]:
                 notes.append(f"{r['backend']}.{r['op']} {r['dtype']} {r['case']}: {note}")
     text = ("Timing: " + str(res.meta.get("timing", "")) + ". Methods used: " +
             ", ".join(f"{k}: {v} result(s)" for k, v in counts.items()) + ".")
-    blocks = [Block("p", text)]
+    blocks = [Block("p", text + " 'eager µs/call': wall time per call of back-to-back eager calls (no graph, L2 "
+                              "not flushed): at small sizes, the launch cost the graph median hides.")]
     if notes:
         blocks.append(Block("p", "Results not timed as a CUDA graph, and why: " + "; ".join(notes[:40])))
     return blocks

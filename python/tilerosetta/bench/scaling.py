@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Callable
 
 import torch
@@ -141,6 +142,15 @@ class Budget:
 def weights(plan: list[Point], backends, runs) -> dict[str, float]:
     """backend -> number of plan points it runs; runs(backend, point) -> bool."""
     return {b.name: float(sum(1 for p in plan if runs(b, p))) for b in backends}
+
+
+def seconds_used(res) -> float:
+    """Wall seconds a (resumed) scaling file already spent: its first to its last timestamped record."""
+    stamps = [r.get("t") for r in res.results if r.get("t")]
+    if not stamps:
+        return 0.0
+    first, last = min(stamps), max(stamps)
+    return max(0.0, (datetime.fromisoformat(last) - datetime.fromisoformat(first)).total_seconds())
 
 
 def describe(plan: list[Point]) -> dict:

@@ -59,6 +59,8 @@ def run(args) -> int:
         console.print(f"[red]tilerosetta bench:[/] {NO_GPU}", highlight=False)
         return 2
     toolchain.activate()
+    if args.resume and not args.scaling and results.load(args.resume).meta.get("scaling"):
+        args.scaling = True  # resuming a scaling file goes on with its scaling plan
     if args.quick:
         args.warmup_ms, args.rep_ms = min(args.warmup_ms, 5.0), min(args.rep_ms, 20.0)
     settings = runner.Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, graph=not args.no_graph,
@@ -100,7 +102,10 @@ def run(args) -> int:
         points = scaling.build_plan(ops, _csv(args.dtype) or None,
                                     max_elems=scaling.CPU_MAX_ELEMS if cpu else None)
         plan = [(p.spec, p.dtype, p.case) for p in points]
-        budget = scaling.Budget(args.budget_s, scaling.weights(
+        total = args.budget_s
+        if args.resume:  # a restart after a fatal CUDA error must not start the budget over
+            total = max(0.0, total - scaling.seconds_used(results.load(args.resume)))
+        budget = scaling.Budget(total, scaling.weights(
             points, chosen, lambda b, p: runner.skip_reason(b, p.spec, p.dtype, settings) is None))
         scaling_meta = {**scaling.describe(points), "budget_s": args.budget_s,
                         "shares_s": {b: round(budget.share_s(b), 1) for b in budget.weights}}
