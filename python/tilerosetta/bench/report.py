@@ -382,10 +382,12 @@ def results_table(res: Results):
                      r["status"] + (" (suspect)" if r.get("suspect") else ""),
                      r.get("method", "-"), fmt_ms(t.get("median_ms")),
                      f"{fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}" if t else "-",
-                     _f((r.get("eager") or {}).get("wall_us"), 1), _f(r.get("tflops"), 1), _f(r.get("gbps"), 0), _f(r.get("pct_of_ceiling"), 0, "%"),
+                     _f((r.get("eager") or {}).get("wall_us"), 1), _f(r.get("tflops"), 1), _f(r.get("gbps"), 0),
+                     _f(r.get("pct_of_ceiling"), 0, "%"),
                      _f(res.pct_of_datasheet(r), 0, "%"),
                      f"{ratio_text(v[0], v[1])} vs {v[2]}" if v else "-", _config_text(r.get("config"))])
-    return ["op", "dtype", "case", "backend", "status", "method", "median", "p20 – p80", "eager µs/call", "TFLOP/s", "GB/s",
+    return ["op", "dtype", "case", "backend", "status", "method", "median", "p20 – p80", "eager µs/call",
+            "TFLOP/s", "GB/s",
             "% ceiling", "% datasheet", "vs best peer", "config"], rows
 
 
