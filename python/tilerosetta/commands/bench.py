@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from rich.console import Console
+from tilerosetta.console import make_console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                            TimeElapsedColumn)
 from rich.table import Table
@@ -50,7 +50,7 @@ def run(args) -> int:
     from tilerosetta.bench import ceilings as ceil_mod
     from tilerosetta.bench import environment, results, runner
 
-    console = Console()
+    console = make_console()
     cpu = not torch.cuda.is_available()
     if cpu and not args.allow_cpu:
         console.print(f"[red]tilerosetta bench:[/] {NO_GPU}", highlight=False)

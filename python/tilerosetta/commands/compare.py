@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from tilerosetta.console import make_console
 from rich.table import Table
 
 
@@ -10,7 +10,7 @@ def run(args) -> int:
     from tilerosetta.bench import compare as cmp
     from tilerosetta.bench.results import load
 
-    console = Console()
+    console = make_console()
     try:
         old, new = load(args.old), load(args.new)
     except FileNotFoundError as exc:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from tilerosetta.console import make_console
 
 
 def run(args) -> int:
     from tilerosetta.bench import report
 
-    console = Console()
+    console = make_console()
     try:
         paths = report.write(args.results, args.out or None, args.dtype)
     except FileNotFoundError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
+from tilerosetta.console import make_console
 from rich.table import Table
 
 
@@ -18,7 +18,7 @@ def run(args) -> int:
     from tilerosetta.commands.bench import NO_GPU
     from tilerosetta.specs import get_spec, parse_dtype
 
-    console = Console()
+    console = make_console()
     cpu = not torch.cuda.is_available()
     if cpu and not args.allow_cpu:
         console.print(f"[red]tilerosetta sweep:[/] {NO_GPU.replace('bench', 'sweep', 1)}", highlight=False)
