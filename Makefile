@@ -54,7 +54,8 @@ bench: setup
 report: setup
 	@$(TR) report bench/results/latest
 
-gpu-bundle: build-all
+# The bundle builds its own sm_90 C++ extension and needs the Rust wheel, not the 4-arch build of build-all.
+gpu-bundle: setup build-rust
 	@tools/gpu-bundle.sh
 
 clean:

@@ -477,7 +477,10 @@ def to_html(title: str, sections: list[Section]) -> str:
 
 
 def default_out_dir(results_path: Path) -> Path:
-    return results_path.parent / f"{results_path.stem}-report"
+    """Renders are regenerated from the results file, never committed: they go under build/reports/."""
+    from tilerosetta.bench.results import REPORTS_DIR
+
+    return REPORTS_DIR / f"{results_path.stem}-report"
 
 
 def write(results_path, out_dir: Path | None = None, preferred: str = HEADLINE_DTYPE) -> dict[str, Path]:

@@ -20,11 +20,24 @@ from tilerosetta import backends as registry
 from tilerosetta.specs import OP_NAMES
 
 MAX_RESTARTS = 3
-NO_GPU = ("no CUDA GPU visible to torch: `tilerosetta bench` times GPU kernels only and refuses to report CPU "
-          "timings as if they were comparable.\n  * correctness without a GPU: tilerosetta test\n"
-          "  * a report from committed results: tilerosetta report bench/fixtures/h200_sample.jsonl\n"
-          "  * the bench bookkeeping on CPU (small cases, host timing, labelled not comparable): "
-          "tilerosetta bench --allow-cpu")
+
+
+def no_gpu_message(command: str) -> str:
+    """Why `bench`/`sweep` refuse without a GPU, and what to run instead (spelled as this user can run it)."""
+    from tilerosetta.bench.results import RESULTS_DIR, resolve_results_path
+    from tilerosetta.console import cli_name
+
+    tr = cli_name()
+    try:
+        latest = os.path.relpath(resolve_results_path(RESULTS_DIR / "latest"))
+        committed = f"{tr} report {latest}   (the newest committed GPU run)"
+    except (FileNotFoundError, ValueError):  # ValueError: relpath across drives
+        committed = f"{tr} report bench/results/latest"
+    return (f"no CUDA GPU visible to torch: `tilerosetta {command}` times GPU kernels only and refuses to report "
+            f"CPU timings as if they were comparable.\n  * correctness without a GPU: {tr} test\n"
+            f"  * the committed GPU results: {committed}\n"
+            f"  * the {command} bookkeeping on CPU (small cases, host timing, labelled not comparable, written to "
+            f"build/cpu-results/): {tr} {command} --allow-cpu")
 
 
 def _csv(text):
@@ -53,8 +66,9 @@ def run(args) -> int:
     console = make_console()
     cpu = not torch.cuda.is_available()
     if cpu and not args.allow_cpu:
-        console.print(f"[red]tilerosetta bench:[/] {NO_GPU}", highlight=False)
+        console.print(f"[red]tilerosetta bench:[/] {no_gpu_message('bench')}", highlight=False)
         return 2
+    args.out_dir = args.out_dir or str(results.default_out_dir(cpu))
     toolchain.activate()
     if args.quick:
         args.warmup_ms, args.rep_ms = min(args.warmup_ms, 5.0), min(args.rep_ms, 20.0)
@@ -185,8 +199,6 @@ def print_summary(console, res) -> None:
 
 
 def register(sub):
-    from tilerosetta.bench.results import RESULTS_DIR
-
     p = sub.add_parser("bench", help="time backends x ops on this GPU (checked first), write JSONL results")
     p.add_argument("--backend", default="", help="comma-separated backends (default: every available one)")
     p.add_argument("--op", default="", help="comma-separated ops (default: all)")
@@ -200,8 +212,9 @@ def register(sub):
     p.add_argument("--resume", default="", help="append to this results file, skipping cases already done")
     p.add_argument("--no-restart", action="store_true",
                    help="after a fatal CUDA error stop instead of resuming in a fresh process")
-    p.add_argument("--out-dir", "--out", dest="out_dir", default=str(RESULTS_DIR),
-                   help="folder for the new results file (default bench/results/)")
+    p.add_argument("--out-dir", "--out", dest="out_dir", default="",
+                   help="folder for the new results file (default: bench/results/ for GPU runs, "
+                        "build/cpu-results/ (ignored by git) for --allow-cpu runs)")
     p.add_argument("--allow-cpu", action="store_true",
                    help="without a GPU: run the bookkeeping on CPU backends, labelled NOT comparable")
     p.set_defaults(func=run)
