@@ -9,24 +9,27 @@ PYTEST_ARGS ?=
 setup:
 	@tools/setup.sh
 
-# Build every backend that can build here; each step says what it skipped and why.
-build-all: setup build-python build-cpp build-rust build-julia
+# Every language's build; ends with one line per language (built / skipped because / FAILED because) and
+# fails if a language that can be built here did not build.
+build-all: setup
+	@tools/build-all.sh
 	@$(TR) list
 
 build-python: setup
-	@$(PY) -m pip install -q --no-build-isolation -e . && echo "build-python: tilerosetta installed (editable; tile_cpp built if its toolchain is found)"
+	@tools/build-python.sh
 
 build-cpp: build-python
-	@if [ -x tools/build-cpp.sh ]; then tools/build-cpp.sh; else echo "build-cpp: skipped (cpp/ has no backend yet)"; fi
+	@tools/build-cpp.sh
 
 build-rust: setup
-	@if [ -x tools/build-rust.sh ]; then tools/build-rust.sh; else echo "build-rust: skipped (rust/ has no backend yet)"; fi
+	@tools/build-rust.sh
 
 build-julia: setup
-	@if [ -x tools/build-julia.sh ]; then tools/build-julia.sh; else echo "build-julia: skipped (julia/ has no backend yet)"; fi
+	@tools/build-julia.sh
 
 # Each language's own native tests (cargo test, ...), then the conformance suite (GPU cases skip with their
-# reason when there is no GPU). The suite runs last so its summary closes the output.
+# reason when there is no GPU, and the reasons are counted at the end). The suite runs last so its summary
+# closes the output.
 test: build-all
 	@$(MAKE) --no-print-directory test-native
 	@$(TR) test -- $(PYTEST_ARGS)
@@ -38,13 +41,21 @@ list: build-all
 doctor: setup
 	@$(TR) doctor
 
-bench: build-all
-	@$(TR) bench
+# Without a GPU there is nothing to time: say so before building anything and render the committed H200 run.
+bench: setup
+	@if $(PY) -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then \
+	  $(MAKE) --no-print-directory build-all && $(TR) bench; \
+	else \
+	  echo "make bench: no CUDA GPU on this machine, so nothing is timed or built; rendering the newest committed H200 run instead."; \
+	  $(TR) report bench/results/latest --print; \
+	fi
 
-report:
+# The newest committed GPU run (CPU-only and fixture files are never "latest").
+report: setup
 	@$(TR) report bench/results/latest
 
-gpu-bundle: build-all
+# The bundle builds its own sm_90 C++ extension and needs the Rust wheel, not the 4-arch build of build-all.
+gpu-bundle: setup build-rust
 	@tools/gpu-bundle.sh
 
 clean:

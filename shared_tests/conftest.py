@@ -8,6 +8,9 @@ machines that are supposed to run it, so nobody mistakes a skip for a pass.
 from __future__ import annotations
 
 import os
+import re
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +61,36 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("backend_name", selected_backends(metafunc.config))
     if "op_name" in metafunc.fixturenames:
         metafunc.parametrize("op_name", selected_ops(metafunc.config))
+
+
+def pytest_ignore_collect(collection_path: Path, config):
+    """`--backend a,b` also leaves out the other backends' own test files (test_<backend>_*.py), so
+    `tilerosetta test --backend torch --op softmax` runs what it names, not every module test."""
+    names = _csv(config.getoption("--backend"))
+    if not names or not collection_path.name.startswith("test_"):
+        return None
+    for b in backends.BACKEND_NAMES:
+        if collection_path.name.startswith(f"test_{b}_") and b not in names:
+            return True
+    return None
+
+
+def _skip_reason(report) -> str:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    # Fold the per-case details (sizes, dtypes, addresses) so equal reasons are counted together.
+    return re.sub(r"0x[0-9a-f]+|\b\d+\b", "N", reason)[:200]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Skips are never silent: count them per reason at the end of every run (before pytest's last line)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    counts = Counter(_skip_reason(r) for r in skipped)
+    terminalreporter.section(f"skip reasons ({len(skipped)} skipped)")
+    for reason, n in counts.most_common():
+        terminalreporter.write_line(f"{n:6d}  {reason}")
 
 
 def pytest_configure(config):

@@ -138,3 +138,21 @@ def test_cpu_only_results_are_labelled(tmp_path):
     paths = report.write(p, tmp_path / "out")
     md = paths["markdown"].read_text()
     assert "CPU ONLY" in md and "heatmap.png" not in md and "op_vector_add.png" in md
+
+
+def test_compare_in_a_pipe_lists_changes_before_one_file_cases(tmp_path, capsys):
+    def edit(rec):
+        if _is(rec, "triton", "matmul", "bf16", "M4096_N4096_K4096"):
+            rec["timing"] = {k: (v * 1.5 if k.endswith("_ms") else v) for k, v in rec["timing"].items()}
+        if rec.get("type") == "result" and rec["backend"] == "torch":  # 'gone' in the new file
+            rec["backend"] = "renamed"
+    new = _edited(tmp_path, edit)
+    assert cli.main(["compare", str(FIX), str(new)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert all(len(line) <= 200 for line in lines)  # not wrapped at 80, not unbounded either
+    assert "slower" in out and "| gone" not in out and "│ gone" not in out  # gone rows are counted, not listed
+    assert "gone:" in out and "--all lists them" in out
+    assert cli.main(["compare", str(FIX), str(new), "--all"]) == 0
+    full = capsys.readouterr().out
+    assert full.index("slower") < full.index(" gone ")

@@ -63,13 +63,28 @@ def test_nan_is_stored_as_null(tmp_path):
 def test_resolve_latest_and_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="h200_sample"):
         results.resolve_results_path(tmp_path / "latest")
-    (tmp_path / "20260101T000000Z-gpu.jsonl").write_text("")
-    (tmp_path / "20260102T000000Z-gpu.jsonl").write_text("")
-    (tmp_path / "sweep-20260103T000000Z-gpu.jsonl").write_text("")
+
+    def meta(**kw):
+        return json.dumps({"type": "meta", **kw}) + "\n"
+
+    (tmp_path / "20260101T000000Z-gpu.jsonl").write_text(meta())
+    (tmp_path / "20260102T000000Z-gpu.jsonl").write_text(meta())
+    (tmp_path / "sweep-20260103T000000Z-gpu.jsonl").write_text(meta())
+    # Newer, but never "latest": a CPU-only run, a fixture, and a file that is not a results file.
+    (tmp_path / "20260104T000000Z-cpu.jsonl").write_text(meta(cpu_only=True))
+    (tmp_path / "20260105T000000Z-gpu.jsonl").write_text(meta(fixture=True))
+    (tmp_path / "20260106T000000Z-gpu.jsonl").write_text("")
     assert results.resolve_results_path(tmp_path / "latest").name == "20260102T000000Z-gpu.jsonl"
     assert results.resolve_results_path(tmp_path).name == "20260102T000000Z-gpu.jsonl"
     with pytest.raises(FileNotFoundError):
         results.resolve_results_path(tmp_path / "nope.jsonl")
+
+
+def test_cpu_runs_and_reports_go_under_build():
+    assert results.default_out_dir(cpu=True) == results.CPU_RESULTS_DIR
+    assert results.default_out_dir(cpu=False) == results.RESULTS_DIR
+    for d in (results.CPU_RESULTS_DIR, results.REPORTS_DIR):
+        assert d.relative_to(results.REPO_ROOT).parts[0] == "build"  # ignored by .gitignore
 
 
 def test_fixture_is_marked_and_self_consistent():

@@ -4,10 +4,16 @@
 # without it, say so: the suite then reports cutile_jl unavailable and checks julia/ statically.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source tools/build-status.sh
 jl=${PYTHON_JULIACALL_EXE:-$(command -v julia || true)}
 if [ -z "$jl" ]; then
-  echo "build-julia: skipped: no Julia runtime (PYTHON_JULIACALL_EXE unset, no julia on PATH); julia/ is checked statically by the suite"
+  status_skipped julia "no Julia runtime (PYTHON_JULIACALL_EXE unset, no julia on PATH); julia/ is parse-checked by the suite"
   exit 0
 fi
 echo "build-julia: $("$jl" --version): instantiating julia/"
-"$jl" --project=julia -e 'using Pkg; Pkg.instantiate()'
+if "$jl" --project=julia -e 'using Pkg; Pkg.instantiate()'; then
+  status_built julia "$("$jl" --version): julia/ instantiated"
+else
+  status_failed julia "Pkg.instantiate() of julia/ failed with $("$jl" --version)"
+  exit 1
+fi

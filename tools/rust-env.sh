@@ -4,7 +4,7 @@
 #    13.2+ headers for its driver API surface) -> the pinned .toolchain/nvidia/cu13 (13.4).
 #  * curand.h: cuda-bindings also binds cuRAND, which .toolchain lacks; torch's CUDA wheels ship it
 #    (site-packages/nvidia/cu13/include). Added with -idirafter so cuda.h still comes from 13.4.
-#  * libclang (bindgen): Debian's libclang-dev.
+#  * libclang (bindgen): the PyPI libclang wheel in .venv (LIBCLANG_PATH), see below.
 #  * CUTILE_TILEIRAS_PATH: the pinned tileiras 13.4 (sm_90 needs Tile IR bytecode >= 13.3);
 #    CUDA_HOME removed (an older toolkit's ptxas breaks tileiras).
 #  * CARGO_TARGET_DIR=rust/target: cargo test and maturin share one build.
@@ -31,11 +31,21 @@ if [ ! -f "$TOOLKIT/include/curand.h" ]; then
   fi
   export BINDGEN_EXTRA_CLANG_ARGS="-idirafter $CURAND_DIR"
 fi
-have_libclang() {
-  [ -n "${LIBCLANG_PATH:-}" ] && return 0
-  local f
-  for f in /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/*-linux-gnu/libclang*.so* /usr/lib64/libclang*.so*; do
-    [ -e "$f" ] && return 0
+# libclang for bindgen: the PyPI `libclang` wheel that `make setup` installs into .venv (requirements.txt),
+# never whatever the machine happens to have (Debian's base image ships libclang-cpp, which bindgen cannot
+# load, and a hand-installed libclang-dev hides a missing step). LIBCLANG_PATH set by the caller wins.
+# The wheel has libclang.so but not clang's resource headers (stddef.h, stdarg.h): bindgen gets the C
+# compiler's own include directory instead.
+if [ -z "${LIBCLANG_PATH:-}" ]; then
+  for d in "$ROOT"/.venv/lib/python3*/site-packages/clang/native; do
+    [ -f "$d/libclang.so" ] && export LIBCLANG_PATH="$d"
   done
-  return 1
-}
+fi
+if [ -z "${LIBCLANG_PATH:-}" ] || [ ! -f "$LIBCLANG_PATH/libclang.so" ]; then
+  [ -z "$RUST_ENV_PROBLEM" ] && RUST_ENV_PROBLEM="no libclang.so for bindgen (LIBCLANG_PATH=${LIBCLANG_PATH:-unset}; make setup installs the PyPI libclang wheel into .venv)"
+else
+  cc_include=$( (cc -print-file-name=include || gcc -print-file-name=include) 2>/dev/null | head -1)
+  if [ -n "$cc_include" ] && [ -f "$cc_include/stddef.h" ]; then
+    export BINDGEN_EXTRA_CLANG_ARGS="${BINDGEN_EXTRA_CLANG_ARGS:-} -idirafter $cc_include"
+  fi
+fi

@@ -4,11 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pick_python() {
   for p in python3.12 "$HOME/.pyenv/versions/3.12"*/bin/python3.12 python3.11 "$HOME/.pyenv/versions/3.11"*/bin/python3.11 python3; do
-    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
       echo "$p"; return 0
     fi
   done
-  echo "no python >= 3.10 found" >&2; return 1
+  echo "no python >= 3.11 found" >&2; return 1
 }
 if [ ! -x .venv/bin/python ]; then
   py=$(pick_python)

@@ -1,5 +1,6 @@
-"""`tilerosetta` command line. Each subcommand lives in tilerosetta/commands/<name>.py and exposes
-`register(subparsers)`; a command module that fails to import is reported, not fatal."""
+"""`tilerosetta` command line.
+
+Each subcommand lives in tilerosetta/commands/<name>.py and exposes `register(subparsers)`."""
 
 from __future__ import annotations
 
@@ -8,19 +9,18 @@ import importlib
 import sys
 
 COMMANDS = ("list", "doctor", "test", "bench", "report", "compare", "sweep")
+DESCRIPTION = ("One op set in several tile GPU languages (cuTile Python, CUDA Tile C++, cuTile-rs, cuTile.jl, "
+               "Triton), checked and timed by one harness.")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tilerosetta", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="tilerosetta", description=DESCRIPTION,
+        epilog="Without a GPU, `test` runs every CPU case and counts the skipped GPU cases per reason; "
+               "`bench` and `sweep` refuse (see --allow-cpu) and `report` renders committed GPU runs.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"tilerosetta.commands.{name.replace('-', '_')}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"tilerosetta.commands.{name}":
-                continue  # command not written yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"tilerosetta.commands.{name}").register(sub)
     return parser
 
 

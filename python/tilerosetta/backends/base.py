@@ -106,6 +106,22 @@ class Backend:
     def is_available(self) -> tuple[bool, str]:
         return self._availability
 
+    # What `tilerosetta list` shows for a backend (its legend explains each word):
+    #   runs         available here
+    #   built        compiled/installed here, but cannot run on this machine (e.g. no GPU)
+    #   not built    could be built on this machine: the reason names the make target
+    #   unavailable  cannot be built or run on this machine (reason says why)
+    STATES = ("runs", "built", "not built", "unavailable")
+
+    def state(self) -> str:
+        if self.is_available()[0]:
+            return "runs"
+        return self.state_when_unavailable()
+
+    def state_when_unavailable(self) -> str:
+        """Adapters whose code is built or installed on this machine say so here (default: unavailable)."""
+        return "unavailable"
+
     def op(self, name: str) -> BoundOp:
         get_spec(name)  # unknown op -> KeyError naming the valid ones
         ok, reason = self.is_available()

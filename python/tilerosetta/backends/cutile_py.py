@@ -62,6 +62,14 @@ class CuTilePyBackend(Backend):
         return True, (f"cuda.tile {version}, tileiras {tc.version_str()} ({tc.source}), "
                       f"{torch.cuda.get_device_name()} {arch}")
 
+    def state_when_unavailable(self):
+        """Its kernels compile here (tileiras needs no GPU) even when none can run."""
+        try:
+            import cuda.tile  # noqa: F401
+        except Exception:
+            return "not built"
+        return "built" if toolchain.find().ok else "not built"
+
     # ---- ops ---------------------------------------------------------------------------------------
     def implementations(self):
         return {op: self._bind(op) for op in OP_NAMES}

@@ -71,6 +71,9 @@ class CuTileRsBackend(Backend):
         _prepare_env(tc)
         return True, f"{why}; {torch.cuda.get_device_name()}"
 
+    def state_when_unavailable(self):
+        return "not built" if self._mod is None else "built"
+
     def implementations(self) -> dict[str, Callable]:
         ops = self._mod.ops_implemented() if self._mod is not None else OP_NAMES
         return {op: self._make(op) for op in ops if op in OP_NAMES}

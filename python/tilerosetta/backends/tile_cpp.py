@@ -129,6 +129,9 @@ class TileCppBackend(Backend):
             return False, f"device is {arch}; the module holds cubins for {', '.join(_mod.ARCHS)}"
         return True, f"{torch.cuda.get_device_name()} ({arch}); cubins for {', '.join(_mod.ARCHS)}"
 
+    def state_when_unavailable(self):
+        return "not built" if _mod is None else "built"
+
     @staticmethod
     def _arch_supported(arch: str) -> bool:
         # The module's rule: same arch, or an older minor of the same major (sm_86/89 run sm_80 SASS).

@@ -631,7 +631,10 @@ def load_scaling(arg) -> Results:
 
 
 def default_out_dir(results_path: Path) -> Path:
-    return results_path.parent / f"{results_path.stem}-report"
+    """Renders are regenerated from the results file, never committed: they go under build/reports/."""
+    from tilerosetta.bench.results import REPORTS_DIR
+
+    return REPORTS_DIR / f"{results_path.stem}-report"
 
 
 def write(results_path, out_dir: Path | None = None, preferred: str = HEADLINE_DTYPE,

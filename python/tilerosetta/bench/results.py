@@ -33,7 +33,11 @@ from tilerosetta.bench.ceilings import Ceilings
 from tilerosetta.toolchain import REPO_ROOT
 
 SCHEMA = 1
-RESULTS_DIR = REPO_ROOT / "bench" / "results"
+RESULTS_DIR = REPO_ROOT / "bench" / "results"  # committed GPU runs only
+# CPU-only runs (`bench/sweep --allow-cpu`, CI) and rendered reports go under build/ (ignored by git), so
+# they never mix with committed GPU results or become "latest".
+CPU_RESULTS_DIR = REPO_ROOT / "build" / "cpu-results"
+REPORTS_DIR = REPO_ROOT / "build" / "reports"
 FIXTURE = REPO_ROOT / "bench" / "fixtures" / "h200_sample.jsonl"
 STATUSES = ("ok", "wrong", "error", "crashed", "missing", "unsupported", "skipped")
 NOISE = 0.05  # default relative change `compare` treats as real
@@ -110,15 +114,30 @@ def new_results_path(directory: Path, gpu: str, prefix: str = "") -> Path:
     return path
 
 
+def default_out_dir(cpu: bool) -> Path:
+    return CPU_RESULTS_DIR if cpu else RESULTS_DIR
+
+
+def _is_gpu_run(path: Path) -> bool:
+    """A benchmark of a GPU: not a sweep, not CPU-only, not a hand-made fixture (read from its meta line)."""
+    if path.name.startswith(("sweep-", "scaling-")):  # scaling runs are read with `report --scaling`
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.loads(f.readline() or "{}")
+    except (OSError, ValueError):
+        return False
+    return meta.get("type") == "meta" and not meta.get("cpu_only") and not meta.get("fixture")
+
+
 def resolve_results_path(arg: str | os.PathLike) -> Path:
-    """A results file from a path, a directory (its newest *.jsonl) or '<dir>/latest'."""
+    """A results file from a path, or the newest GPU run (see _is_gpu_run) of a directory or '<dir>/latest'."""
     p = Path(arg)
     if p.is_file():
         return p
     directory = p if p.is_dir() else (p.parent if p.name == "latest" else None)
     if directory is not None and directory.is_dir():
-        files = sorted((f for f in directory.glob("*.jsonl") if not f.name.startswith(("sweep-", "scaling-"))),
-                       key=lambda f: f.name)
+        files = sorted((f for f in directory.glob("*.jsonl") if _is_gpu_run(f)), key=lambda f: f.name)
         if files:
             return files[-1]
         raise FileNotFoundError(f"no results (*.jsonl) in {directory}: run `tilerosetta bench` on a GPU, or "

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from rich.console import Console
+from tilerosetta.console import make_console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                            TimeElapsedColumn)
 from rich.table import Table
@@ -21,11 +21,24 @@ from tilerosetta.specs import OP_NAMES
 
 MAX_RESTARTS = 3
 DEFAULT_WARMUP_MS, DEFAULT_REP_MS = 25.0, 100.0
-NO_GPU = ("no CUDA GPU visible to torch: `tilerosetta bench` times GPU kernels only and refuses to report CPU "
-          "timings as if they were comparable.\n  * correctness without a GPU: tilerosetta test\n"
-          "  * a report from committed results: tilerosetta report bench/fixtures/h200_sample.jsonl\n"
-          "  * the bench bookkeeping on CPU (small cases, host timing, labelled not comparable): "
-          "tilerosetta bench --allow-cpu")
+
+
+def no_gpu_message(command: str) -> str:
+    """Why `bench`/`sweep` refuse without a GPU, and what to run instead (spelled as this user can run it)."""
+    from tilerosetta.bench.results import RESULTS_DIR, resolve_results_path
+    from tilerosetta.console import cli_name
+
+    tr = cli_name()
+    try:
+        latest = os.path.relpath(resolve_results_path(RESULTS_DIR / "latest"))
+        committed = f"{tr} report {latest}   (the newest committed GPU run)"
+    except (FileNotFoundError, ValueError):  # ValueError: relpath across drives
+        committed = f"{tr} report bench/results/latest"
+    return (f"no CUDA GPU visible to torch: `tilerosetta {command}` times GPU kernels only and refuses to report "
+            f"CPU timings as if they were comparable.\n  * correctness without a GPU: {tr} test\n"
+            f"  * the committed GPU results: {committed}\n"
+            f"  * the {command} bookkeeping on CPU (small cases, host timing, labelled not comparable, written to "
+            f"build/cpu-results/): {tr} {command} --allow-cpu")
 
 
 def _csv(text):
@@ -53,11 +66,12 @@ def run(args) -> int:
     from tilerosetta.bench import ceilings as ceil_mod
     from tilerosetta.bench import environment, results, runner
 
-    console = Console()
+    console = make_console()
     cpu = not torch.cuda.is_available()
     if cpu and not args.allow_cpu:
-        console.print(f"[red]tilerosetta bench:[/] {NO_GPU}", highlight=False)
+        console.print(f"[red]tilerosetta bench:[/] {no_gpu_message('bench')}", highlight=False)
         return 2
+    args.out_dir = args.out_dir or str(results.default_out_dir(cpu))
     toolchain.activate()
     if args.resume and not args.scaling and results.load(args.resume).meta.get("scaling"):
         args.scaling = True  # resuming a scaling file goes on with its scaling plan
@@ -225,8 +239,6 @@ def print_summary(console, res) -> None:
 
 
 def register(sub):
-    from tilerosetta.bench.results import RESULTS_DIR
-
     p = sub.add_parser("bench", help="time backends x ops on this GPU (checked first), write JSONL results")
     p.add_argument("--backend", default="", help="comma-separated backends (default: every available one)")
     p.add_argument("--op", default="", help="comma-separated ops (default: all)")
@@ -248,8 +260,9 @@ def register(sub):
     p.add_argument("--resume", default="", help="append to this results file, skipping cases already done")
     p.add_argument("--no-restart", action="store_true",
                    help="after a fatal CUDA error stop instead of resuming in a fresh process")
-    p.add_argument("--out-dir", "--out", dest="out_dir", default=str(RESULTS_DIR),
-                   help="folder for the new results file (default bench/results/)")
+    p.add_argument("--out-dir", "--out", dest="out_dir", default="",
+                   help="folder for the new results file (default: bench/results/ for GPU runs, "
+                        "build/cpu-results/ (ignored by git) for --allow-cpu runs)")
     p.add_argument("--allow-cpu", action="store_true",
                    help="without a GPU: run the bookkeeping on CPU backends, labelled NOT comparable")
     p.set_defaults(func=run)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from tilerosetta.console import make_console
 from rich.table import Table
 
 
@@ -10,7 +10,7 @@ def run(args) -> int:
     from tilerosetta.bench import compare as cmp
     from tilerosetta.bench.results import load
 
-    console = Console()
+    console = make_console()
     try:
         old, new = load(args.old), load(args.new)
     except FileNotFoundError as exc:
@@ -24,7 +24,11 @@ def run(args) -> int:
                       f"{r.meta.get('git', {}).get('commit', '?')[:10]}){tag}", highlight=False)
     if old.meta.get("gpu", {}).get("name") != new.meta.get("gpu", {}).get("name"):
         console.print("[yellow]the two files come from different GPUs[/]")
-    shown = [c for c in changes if args.all or c.verdict in cmp.FLAGGED]
+    # Real changes first (slower, faster, status), then cases present in one file only; new/gone are
+    # only counted unless --all, so a few changes are never buried under rows of "gone".
+    order = {"slower": 0, "status": 1, "faster": 2, "new": 3, "gone": 4, "same": 5}
+    shown = sorted((c for c in changes if args.all or c.verdict in ("slower", "faster", "status")),
+                   key=lambda c: order.get(c.verdict, 9))
     table = Table(title=f"changes beyond noise (threshold {args.threshold:.0%} or the runs' own p20-p80 spread)")
     colors = {"slower": "red", "faster": "green", "status": "yellow"}
     for h in cmp.HEADER:
@@ -36,7 +40,10 @@ def run(args) -> int:
     counts = {}
     for c in changes:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    console.print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "no comparable cases")
+    console.print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items(), key=lambda kv: order.get(kv[0], 9)))
+                  or "no comparable cases", highlight=False)
+    if not args.all and (counts.get("new") or counts.get("gone")):
+        console.print("(cases in only one of the files are counted above; --all lists them)")
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write("| " + " | ".join(cmp.HEADER) + " |\n|" + "---|" * len(cmp.HEADER) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import platform
 
-from rich.console import Console
+from tilerosetta.console import make_console
 
 from tilerosetta import backends, toolchain
 
@@ -52,11 +52,36 @@ def findings() -> list[tuple[str, str, str]]:
             out.append(("ok" if ok else "fail", "this gpu", why))
     if conflict := toolchain.cuda_home_conflict():
         out.append(("warn", "CUDA_HOME", conflict))
+    out += native_build_env()
     out.append(("ok", "cuda-tile", _pkg("cuda-tile")))
     out.append(("ok", "triton", _pkg("triton")))
     for b in backends.all_backends():
         ok, reason = b.is_available()
         out.append(("ok" if ok else "warn", f"backend {b.name}", reason))
+    return out
+
+
+def native_build_env() -> list[tuple[str, str, str]]:
+    """The Rust build's environment, read from tools/rust-env.sh itself (the one place that sets it up):
+    cargo, and the libclang that bindgen will load."""
+    script = toolchain.REPO_ROOT / "tools" / "rust-env.sh"
+    if not script.exists():
+        return []
+    import shutil
+    import subprocess
+
+    cargo = shutil.which("cargo")
+    out = [("ok" if cargo else "warn", "cargo",
+            subprocess.run([cargo, "--version"], capture_output=True, text=True).stdout.strip() if cargo
+            else "not found: the cutile_rs backend is skipped (needs Rust >= 1.89)")]
+    probe = subprocess.run(["bash", "-c", f'source "{script}" >/dev/null 2>&1; '
+                            'printf "%s\\n%s" "${LIBCLANG_PATH:-}" "${RUST_ENV_PROBLEM:-}"'],
+                           capture_output=True, text=True)
+    libclang, problem = (probe.stdout.split("\n", 1) + [""])[:2]
+    if problem.strip():
+        out.append(("fail", "rust build", problem.strip() + " (make setup installs what is missing)"))
+    else:
+        out.append(("ok", "libclang", f"{libclang}/libclang.so (bindgen, from the PyPI libclang wheel)"))
     return out
 
 
@@ -71,7 +96,7 @@ def _driver_version() -> str:
 
 
 def run(args) -> int:
-    console = Console()
+    console = make_console()
     colors = {"ok": "green", "warn": "yellow", "fail": "red"}
     worst = "ok"
     for level, topic, text in findings():

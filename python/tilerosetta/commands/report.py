@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
+from tilerosetta.console import make_console
 
 
 def run(args) -> int:
@@ -12,7 +12,7 @@ def run(args) -> int:
     from tilerosetta.bench.results import load
     from tilerosetta.toolchain import REPO_ROOT
 
-    console = Console()
+    console = make_console()
     try:
         paths = report.write(args.results, args.out or None, args.dtype, scaling=args.scaling or None)
     except (FileNotFoundError, ValueError) as exc:

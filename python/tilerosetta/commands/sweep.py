@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
+from tilerosetta.console import make_console
 from rich.table import Table
 
 
@@ -15,14 +15,16 @@ def run(args) -> int:
     from tilerosetta import toolchain
     from tilerosetta.bench import environment, runner, sweep
     from tilerosetta.bench.results import SCHEMA, ResultsWriter, new_results_path, now_iso
-    from tilerosetta.commands.bench import NO_GPU
+    from tilerosetta.bench.results import default_out_dir
+    from tilerosetta.commands.bench import no_gpu_message
     from tilerosetta.specs import get_spec, parse_dtype
 
-    console = Console()
+    console = make_console()
     cpu = not torch.cuda.is_available()
     if cpu and not args.allow_cpu:
-        console.print(f"[red]tilerosetta sweep:[/] {NO_GPU.replace('bench', 'sweep', 1)}", highlight=False)
+        console.print(f"[red]tilerosetta sweep:[/] {no_gpu_message('sweep')}", highlight=False)
         return 2
+    args.out_dir = args.out_dir or str(default_out_dir(cpu))
     if cpu and args.write_best:
         console.print("[red]refusing --write-best with CPU timings[/]: tuned_configs.json holds GPU results only")
         return 2
@@ -89,8 +91,6 @@ def run(args) -> int:
 
 
 def register(sub):
-    from tilerosetta.bench.results import RESULTS_DIR
-
     p = sub.add_parser("sweep", help="time a backend over its tile-size configurations (checked first)")
     p.add_argument("--op", required=True)
     p.add_argument("--backend", required=True)
@@ -106,6 +106,7 @@ def register(sub):
                         "(e.g. --where BLOCK_N=128 --where BLOCK_M=64,num_warps=4); applied before --max-configs")
     p.add_argument("--write-best", action="store_true",
                    help="write the fastest correct config per size class into python/tilerosetta/tuned_configs.json")
-    p.add_argument("--out-dir", "--out", dest="out_dir", default=str(RESULTS_DIR))
+    p.add_argument("--out-dir", "--out", dest="out_dir", default="",
+                   help="folder for the sweep's results (default: bench/results/ on a GPU, build/cpu-results/ on CPU)")
     p.add_argument("--allow-cpu", action="store_true", help="without a GPU: host timing, labelled, never written")
     p.set_defaults(func=run)
