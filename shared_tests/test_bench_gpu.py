@@ -61,3 +61,29 @@ def test_torch_backend_end_to_end(tmp_path, ceil):
     res = results.load(tmp_path / "r.jsonl")
     launch = {r["backend"]: r for r in res.launch}
     assert launch["torch"]["status"] == "ok" and 0 < launch["torch"]["raw_us"] <= launch["torch"]["bound_us"] * 1.5
+    # launch cost beside the graph time: eager per-call wall time of a 16M-element add is at least its
+    # GPU time, and the host's issue time per call is a few µs, not milliseconds
+    eager = by[("torch", "vector_add")]["eager"]
+    assert eager["wall_us"] >= 0.5 * by[("torch", "vector_add")]["timing"]["median_ms"] * 1e3
+    assert 0 < eager["host_us"] < 1000
+
+
+def test_scaling_run_on_the_gpu(tmp_path):
+    """`bench --scaling` end to end on one op and torch (~10 s): every point timed, eager time and % of
+    ceiling recorded, the report draws the op's scaling figure."""
+    from tilerosetta import cli
+    from tilerosetta.bench import report
+
+    out = tmp_path / "res"
+    assert cli.main(["bench", "--scaling", "--op", "vector_add", "--backend", "torch", "--budget-s", "60",
+                     "--out-dir", str(out)]) == 0
+    (path,) = out.glob("scaling-*.jsonl")
+    res = results.load(path)
+    assert res.meta["scaling"]["ops"] == ["vector_add"] and res.ceilings.mm_tflops["bf16"] > 0
+    ns = sorted(r["dims"]["N"] for r in res.results if r["status"] == "ok")
+    assert ns == list(get_spec("vector_add").scaling[0].values)
+    small, large = (next(r for r in res.results if r["dims"]["N"] == n) for n in (ns[0], ns[-1]))
+    assert small["eager"]["wall_us"] > 0.9 * small["timing"]["median_ms"] * 1e3  # launch-bound at N=1024
+    assert large["pct_of_ceiling"] > 50
+    paths = report.write(path, tmp_path / "rep")
+    assert (paths["plots"] / "scaling_vector_add.png").exists()

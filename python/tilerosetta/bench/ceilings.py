@@ -197,7 +197,7 @@ def measure_gemm_peak(dtypes: dict, shapes, gen, warmup_ms: float, rep_ms: float
 
 
 def measure(quick: bool = False, warmup_ms: float = 25.0, rep_ms: float = 100.0) -> Ceilings:
-    """Measure on the current CUDA device (GPU only). About 2.5 s of GPU time (quick: ~0.5 s)."""
+    """Measure on the current CUDA device (GPU only). About 3 s of GPU time (quick: ~0.8 s)."""
     if quick:
         warmup_ms, rep_ms = min(warmup_ms, 10.0), min(rep_ms, 40.0)
     gen = torch.Generator(device="cuda")
