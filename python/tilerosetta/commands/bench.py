@@ -254,7 +254,8 @@ def register(sub):
                         "backend and peer (--budget-s of timed points + ~40 s of imports and ceilings); points "
                         "past the budget are recorded as skipped")
     p.add_argument("--budget-s", type=float, default=200.0,
-                   help="--scaling: wall seconds for the timed points, shared equally by the backends (default 200)")
+                   help="--scaling: wall seconds for the timed points, shared by the backends in proportion to "
+                        "the points each runs (default 200)")
     p.add_argument("--no-graph", action="store_true", help="time plain launches, never CUDA graphs")
     p.add_argument("--no-flush", action="store_true", help="do not flush L2 between repetitions")
     p.add_argument("--resume", default="", help="append to this results file, skipping cases already done")
