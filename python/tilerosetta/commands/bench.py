@@ -17,6 +17,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Table
 
 from tilerosetta import backends as registry
+from tilerosetta import shard
 from tilerosetta.specs import OP_NAMES
 
 MAX_RESTARTS = 3
@@ -50,6 +51,8 @@ def run(args) -> int:
     from tilerosetta.bench import ceilings as ceil_mod
     from tilerosetta.bench import environment, results, runner
 
+    if args.gpus:  # one worker per GPU, each running this command on its share (tilerosetta/shard.py)
+        return shard.run_bench(args)
     console = Console()
     cpu = not torch.cuda.is_available()
     if cpu and not args.allow_cpu:
@@ -89,6 +92,7 @@ def run(args) -> int:
     if not plan:
         console.print("[red]nothing to run[/]: no (op, dtype, case) matches --op/--dtype/--size")
         return 2
+    plan = shard.bench_share(plan, args.shard)  # a worker of --gpus: its share only
 
     if args.resume:
         old = results.load(args.resume)
@@ -204,4 +208,5 @@ def register(sub):
                    help="folder for the new results file (default bench/results/)")
     p.add_argument("--allow-cpu", action="store_true",
                    help="without a GPU: run the bookkeeping on CPU backends, labelled NOT comparable")
+    shard.add_arguments(p)
     p.set_defaults(func=run)

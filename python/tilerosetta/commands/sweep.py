@@ -7,6 +7,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from tilerosetta import shard
+
 
 def run(args) -> int:
     import torch
@@ -18,6 +20,8 @@ def run(args) -> int:
     from tilerosetta.commands.bench import NO_GPU
     from tilerosetta.specs import get_spec, parse_dtype
 
+    if args.gpus:  # the configurations split over one worker per GPU (tilerosetta/shard.py)
+        return shard.run_sweep(args)
     console = Console()
     cpu = not torch.cuda.is_available()
     if cpu and not args.allow_cpu:
@@ -64,7 +68,8 @@ def run(args) -> int:
             with console.status(f"{backend.name} {spec.name} {args.dtype} {case.name}") as st:
                 recs = sweep.sweep_case(backend, spec, dtype, case, w, settings,
                                         on_config=lambda label: st.update(f"{case.name}: {label}"),
-                                        max_configs=args.max_configs, where=where)
+                                        max_configs=args.max_configs, where=where,
+                                        pick=shard.sweep_picker(args.shard))
             table = Table(title=f"{backend.name} {spec.name} {args.dtype} {case.name}")
             for h in ("config", "status", "median", "p20-p80", "first call ms"):
                 table.add_column(h)
@@ -108,4 +113,5 @@ def register(sub):
                    help="write the fastest correct config per size class into python/tilerosetta/tuned_configs.json")
     p.add_argument("--out-dir", "--out", dest="out_dir", default=str(RESULTS_DIR))
     p.add_argument("--allow-cpu", action="store_true", help="without a GPU: host timing, labelled, never written")
+    shard.add_arguments(p)
     p.set_defaults(func=run)
