@@ -226,3 +226,76 @@ def test_ray_engine_runs_the_shares_as_tasks_and_merges(tmp_path, local_ray):
     assert all(r["gpu"]["index"] == -1 and r["gpu"]["host"] for r in res.results)  # a CPU task: no GPU
     for i in range(2):  # the files came back from the tasks
         assert list((tmp_path / "shards" / f"gpu{i}").glob("*.jsonl"))
+
+
+# ---- sweep over fake GPUs -------------------------------------------------------------------------
+@no_gpu
+def test_sweep_shares_split_the_configs_and_each_times_the_default(tmp_path, fake_gpus):
+    args = parse(["sweep", *FAST, "--gpus", "2", "--backend", "tunable", "--op", "vector_add", "--dtype", "fp32",
+                  "--out-dir", str(tmp_path), "--shard-dir", str(tmp_path / "shards")])
+    assert shard.run_sweep(args, prefix=FAKE_WORKER) == 0
+    (merged,) = tmp_path.glob("sweep-tunable-vector_add-fp32-*.jsonl")
+    recs = _result_lines(merged)
+    explicit = sorted(r["config"]["BLOCK"] for r in recs if not r.get("sweep_default"))
+    assert explicit == [3, 64, 128, 256]  # every configuration of the space exactly once
+    assert sorted(r["shard"] for r in recs if r.get("sweep_default")) == [0, 1]  # a baseline per GPU
+    assert {r["shard"] for r in recs if not r.get("sweep_default")} == {0, 1}
+    assert next(r for r in recs if r["config"].get("BLOCK") == 3)["status"] == "wrong"
+    assert all(r["gpu"]["uuid"] == f"GPU-fake-{r['shard']}" for r in recs)
+
+
+# ---- GPU kinds side by side -----------------------------------------------------------------------
+def _as_other_gpu(src: Path, dst: Path, name: str, slower: float) -> Path:
+    """A copy of a results file as if measured on another GPU kind, every median `slower` times longer."""
+    out = []
+    for line in src.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("type") == "meta":
+            rec["gpu"] = {**rec["gpu"], "name": name}
+        if rec.get("type") == "result" and rec.get("timing"):
+            rec["timing"] = {**rec["timing"], "median_ms": rec["timing"]["median_ms"] * slower}
+            rec["pct_of_ceiling"] = (rec.get("pct_of_ceiling") or 0) / slower or None
+        out.append(json.dumps(rec))
+    dst.write_text("\n".join(out) + "\n")
+    return dst
+
+
+def test_compare_gpus_puts_kinds_side_by_side(tmp_path, capsys):
+    from tilerosetta.bench import gpu_compare
+
+    h200 = results.FIXTURE
+    h100 = _as_other_gpu(h200, tmp_path / "h100.jsonl", "NVIDIA H100 80GB HBM3", slower=2.0)
+    kinds, table, _ = gpu_compare.compare_files([str(h200), str(h100)])
+    assert kinds == ["NVIDIA H200", "NVIDIA H100 80GB HBM3"]
+    row = next(r for r in table if (r.op, r.dtype, r.backend) == ("matmul", "bf16", "torch"))
+    assert row.cases >= 1 and row.ms["NVIDIA H100 80GB HBM3"] == pytest.approx(2 * row.ms["NVIDIA H200"])
+    md = gpu_compare.markdown(kinds, table)
+    assert "| NVIDIA H100 80GB HBM3 vs NVIDIA H200 |" in md.splitlines()[0]
+    assert "| matmul | bf16 | torch |" in md and "0.50x" in md
+    # the CLI, with the slower kind as the baseline: the H200 is then 2x faster
+    out_md = tmp_path / "gpus.md"
+    assert cli.main(["compare-gpus", str(h200), str(h100), "--baseline", "NVIDIA H100 80GB HBM3",
+                     "--markdown", str(out_md)]) == 0
+    assert "2.00x" in out_md.read_text()
+    assert cli.main(["compare-gpus", str(h200), "--baseline", "B200"]) == 2  # unknown kind: refused clearly
+    assert "B200" in capsys.readouterr().out
+
+
+def test_compare_gpus_uses_each_records_own_gpu_stamp(tmp_path):
+    """A record of a --gpus run names its GPU; that wins over the file's meta (a Ray cluster may mix kinds)."""
+    from tilerosetta.bench import gpu_compare
+
+    def write(path, meta_gpu, stamp, ms):
+        rec = {"type": "result", "backend": "triton", "op": "softmax", "dtype": "bf16", "case": "M4096_N4096",
+               "status": "ok", "timing": {"median_ms": ms}}
+        if stamp:
+            rec["gpu"] = {"name": stamp, "index": 1, "uuid": "GPU-x", "host": "n2"}
+        path.write_text(json.dumps({"type": "meta", "schema": 1, "gpu": {"name": meta_gpu}}) + "\n" +
+                        json.dumps(rec) + "\n")
+        return str(path)
+    a = write(tmp_path / "a.jsonl", "A100", None, 0.3)
+    b = write(tmp_path / "b.jsonl", "A100", "H200", 0.1)  # merged file whose meta is another node's
+    kinds, table, _ = gpu_compare.compare_files([a, b])
+    assert kinds == ["A100", "H200"]
+    assert table[0].ms == {"A100": pytest.approx(0.3), "H200": pytest.approx(0.1)} and table[0].cases == 1
+    assert "3.00x" in gpu_compare.markdown(kinds, table)

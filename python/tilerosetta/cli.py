@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("list", "doctor", "test", "bench", "report", "compare", "sweep")
+COMMANDS = ("list", "doctor", "test", "bench", "report", "compare", "compare-gpus", "sweep")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(f"tilerosetta.commands.{name.replace('-', '_')}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"tilerosetta.commands.{name}":
+            if exc.name == f"tilerosetta.commands.{name.replace('-', '_')}":
                 continue  # command not written yet
             raise
         module.register(sub)

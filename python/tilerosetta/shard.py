@@ -551,7 +551,8 @@ def run_sweep(args, prefix: Sequence[str] | None = None) -> int:
     if not any(_results_file(Path(o.workdir)) for o in outcomes):
         console.print(f"[red]no share wrote results[/]: see {shard_dir}/gpu*/worker.log")
         return max(o.rc for o in outcomes) or 1
-    path = res_mod.new_results_path(out_dir, _gpu_label(outcomes), prefix=f"sweep-{args.backend}-{args.op}-{args.dtype}-")
+    path = res_mod.new_results_path(out_dir, _gpu_label(outcomes),
+                                    prefix=f"sweep-{args.backend}-{args.op}-{args.dtype}-")
     merge_results(outcomes, path, args.engine, time.monotonic() - t0)
     records = _records(path)
     recs = [r for r in records if r.get("type") == "result"]
