@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Sequence
 
 FAKE_ENV = "TILEROSETTA_FAKE_GPUS"  # tests: pretend this many GPUs exist (workers then see none)
 MAX_RESTARTS = 3
+RAY_GET_TIMEOUT_S: float | None = None  # the CLI waits as long as the shares run; tests set a bound
 # Arguments of the orchestrator itself, never forwarded to a worker.
 OWN_ARGS = ("gpus", "engine", "address", "shard", "shard_dir", "resume", "out_dir", "write_best")
 
@@ -351,7 +352,7 @@ def run_ray(jobs: list[Job], num_gpus: float, shard_dir: Path) -> list[Outcome]:
     if not num_gpus:  # a CPU share (CI): Ray leaves CUDA_VISIBLE_DEVICES alone then, so hide every GPU
         for job in jobs:
             job.extra_env["CUDA_VISIBLE_DEVICES"] = ""
-    outcomes = ray.get([task.remote(job) for job in jobs])
+    outcomes = ray.get([task.remote(job) for job in jobs], timeout=RAY_GET_TIMEOUT_S)
     for out in outcomes:
         local = shard_dir / f"gpu{out.shard}"
         local.mkdir(parents=True, exist_ok=True)
