@@ -300,3 +300,20 @@ def test_compare_gpus_uses_each_records_own_gpu_stamp(tmp_path):
     assert kinds == ["A100", "H200"]
     assert table[0].ms == {"A100": pytest.approx(0.3), "H200": pytest.approx(0.1)} and table[0].cases == 1
     assert "3.00x" in gpu_compare.markdown(kinds, table)
+
+
+def test_a_bench_worker_restarting_itself_keeps_its_share(tmp_path):
+    """After a fatal CUDA error bench re-executes itself with --resume: the new process must keep --shard."""
+    from tilerosetta.commands.bench import _restart_argv
+
+    args = parse(["bench", "--op", "softmax", "--shard", "1/2", "--out-dir", str(tmp_path)])
+    argv = _restart_argv(args, tmp_path / "r.jsonl")
+    assert argv[argv.index("--shard") + 1] == "1/2" and "--resume" in argv
+
+
+def test_junit_failures_names_the_failed_cases(tmp_path):
+    xml = tmp_path / "j.xml"
+    xml.write_text('<testsuites><testsuite tests="2" failures="1"><testcase classname="test_conformance" '
+                   'name="test_op[triton-softmax-fp16-c0]"><failure message="rel err 0.5 &gt; 0.01&#10;more"/>'
+                   '</testcase><testcase classname="t" name="ok"/></testsuite></testsuites>')
+    assert shard.junit_failures(xml) == ["test_conformance::test_op[triton-softmax-fp16-c0]: rel err 0.5 > 0.01"]

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -297,13 +297,15 @@ def _without_option(argv: list[str], flag: str) -> list[str]:
     return out
 
 
-def run_local(jobs: list[Job], devices: list[Device], shard_dir: Path,
-              prefix: Sequence[str] | None = None) -> list[Outcome]:
-    """Every share at once, one thread waiting on each worker process."""
+def run_local(jobs: list[Job], devices: list[Device], shard_dir: Path, prefix: Sequence[str] | None = None,
+              on_done: Callable[[Outcome], None] = lambda o: None) -> list[Outcome]:
+    """Every share at once, one thread waiting on each worker process; on_done as each one ends."""
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures = [pool.submit(run_share, job, dev, shard_dir / f"gpu{job.shard}", prefix)
                    for job, dev in zip(jobs, devices)]
-        return [f.result() for f in futures]
+        for f in as_completed(futures):
+            on_done(f.result())
+        return sorted((f.result() for f in futures), key=lambda o: o.shard)
 
 
 # ---- Ray ------------------------------------------------------------------------------------------
@@ -385,6 +387,12 @@ def ray_session(address: str):
 def run_jobs(args, jobs_for: Callable[[int], list[Job]], shard_dir: Path, console,
              prefix: Sequence[str] | None = None) -> list[Outcome]:
     """Pick the devices (or the Ray cluster), build the jobs, run them, say where each went."""
+    def say(o: Outcome):
+        d = o.device
+        console.print(f"  share {o.shard}: {d.host} GPU {d.index} {d.name} {d.uuid or ''}: exit {o.rc}"
+                      + (f" after {o.restarts} restart(s)" if o.restarts else "") + f", {o.wall_s:.0f} s",
+                      highlight=False)
+
     if args.engine == "ray":
         try:
             import ray  # noqa: F401
@@ -395,16 +403,13 @@ def run_jobs(args, jobs_for: Callable[[int], list[Job]], shard_dir: Path, consol
             jobs = jobs_for(n)
             console.print(f"{n} share(s) as Ray tasks ({per_task:g} GPU each) -> {shard_dir}", highlight=False)
             outcomes = run_ray(jobs, per_task, shard_dir)
+        for o in outcomes:
+            say(o)
     else:
         devices = pick_devices(args.gpus, list_devices())
         jobs = jobs_for(len(devices))
         console.print(f"{len(devices)} worker(s), one per GPU -> {shard_dir}", highlight=False)
-        outcomes = run_local(jobs, devices, shard_dir, prefix)
-    for o in outcomes:
-        d = o.device
-        console.print(f"  share {o.shard}: {d.host} GPU {d.index} {d.name} {d.uuid or ''}: exit {o.rc}"
-                      + (f" after {o.restarts} restart(s)" if o.restarts else "") + f", {o.wall_s:.0f} s",
-                      highlight=False)
+        outcomes = run_local(jobs, devices, shard_dir, prefix, on_done=say)
     return outcomes
 
 
@@ -468,6 +473,18 @@ def junit_totals(xml_path: Path) -> dict:
     t = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
     return {"passed": t["tests"] - t["failures"] - t["errors"] - t["skipped"], "failed": t["failures"],
             "errors": t["errors"], "skipped": t["skipped"]}
+
+
+def junit_failures(xml_path: Path) -> list[str]:
+    """'file::test[params]: first line of the message' of every failed or erroring test case."""
+    out = []
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        bad = case.find("failure")
+        bad = bad if bad is not None else case.find("error")
+        if bad is not None:
+            msg = (bad.get("message") or "").splitlines()
+            out.append(f"{case.get('classname')}::{case.get('name')}: {msg[0][:200] if msg else ''}")
+    return out
 
 
 # ---- the three commands ---------------------------------------------------------------------------
@@ -619,6 +636,8 @@ def run_test(args, prefix: Sequence[str] | None = None) -> int:
             continue
         t = junit_totals(xml)
         console.print(f"  share {o.shard}: " + ", ".join(f"{v} {k}" for k, v in t.items()), highlight=False)
+        for line in junit_failures(xml)[:30]:
+            console.print(f"    FAILED {line}", highlight=False, markup=False)
         for k in total:
             total[k] += t[k]
     console.print(f"shards: {shard_dir} (junit.xml and worker.log per GPU), {time.monotonic() - t0:.0f} s",

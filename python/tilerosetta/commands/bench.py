@@ -35,7 +35,7 @@ def _csv(text):
 def _restart_argv(args, path: Path) -> list[str]:
     argv = [sys.executable, "-m", "tilerosetta", "bench", "--resume", str(path), "--out-dir", args.out_dir,
             "--warmup-ms", str(args.warmup_ms), "--rep-ms", str(args.rep_ms)]
-    for flag in ("backend", "op", "dtype", "size"):
+    for flag in ("backend", "op", "dtype", "size", "shard"):
         if getattr(args, flag):
             argv += [f"--{flag}", getattr(args, flag)]
     for flag in ("quick", "allow_cpu", "no_graph", "no_flush"):
