@@ -317,3 +317,14 @@ def test_junit_failures_names_the_failed_cases(tmp_path):
                    'name="test_op[triton-softmax-fp16-c0]"><failure message="rel err 0.5 &gt; 0.01&#10;more"/>'
                    '</testcase><testcase classname="t" name="ok"/></testsuite></testsuites>')
     assert shard.junit_failures(xml) == ["test_conformance::test_op[triton-softmax-fp16-c0]: rel err 0.5 > 0.01"]
+
+
+@no_gpu
+def test_ray_engine_runs_test_shares(tmp_path, local_ray, monkeypatch, capsys):
+    monkeypatch.setattr(shard, "RAY_GET_TIMEOUT_S", 300)
+    argv = ["test", "--engine", "ray", "--gpus", "2", "--backend", "torch", "--op", "vector_add,softmax",
+            "--suite", str(HERE / "test_conformance.py"), "--shard-dir", str(tmp_path)]
+    assert cli.main(argv) == 0
+    n = len(_collected_conformance_torch())
+    assert f"{n} passed, 0 failed, 0 skipped" in capsys.readouterr().out
+    assert all((tmp_path / f"gpu{i}" / "junit.xml").exists() for i in range(2))  # returned by the tasks
