@@ -328,3 +328,11 @@ def test_ray_engine_runs_test_shares(tmp_path, local_ray, monkeypatch, capsys):
     n = len(_collected_conformance_torch())
     assert f"{n} passed, 0 failed, 0 skipped" in capsys.readouterr().out
     assert all((tmp_path / f"gpu{i}" / "junit.xml").exists() for i in range(2))  # returned by the tasks
+
+
+def test_assign_spreads_each_kind_over_the_shares():
+    """Two heavy groups of one slow backend go to different shares even when counts alone would pair them."""
+    units = [("triton", "matmul"), ("torch", "matmul"), ("triton", "attention"), ("torch", "attention")]
+    shares = shard.assign(units, 2, weight=lambda u: 10, kind=lambda u: u[0])
+    assert shares[0] != shares[2] and shares[1] != shares[3]
+    assert shard.assign(units, 2, weight=lambda u: 10) == [0, 1, 0, 1]  # without kinds: round-robin

@@ -133,16 +133,21 @@ def pick_devices(spec: str, devices: list[Device]) -> list[Device]:
 
 
 # ---- partition ------------------------------------------------------------------------------------
-def assign(units: Sequence, n: int, weight: Callable[[object], float] = lambda u: 1.0) -> list[int]:
-    """The share (0..n-1) of each unit: heaviest first onto the least loaded share, ties by list order and
-    lowest share. Deterministic for a given list (no hash(), which Python salts per process), so every
-    worker computes the same split; equal weights make it round-robin in list order."""
+def assign(units: Sequence, n: int, weight: Callable[[object], float] = lambda u: 1.0,
+           kind: Callable[[object], object] = lambda u: None) -> list[int]:
+    """The share (0..n-1) of each unit: heaviest first onto the share with the least of that unit's kind
+    (e.g. its backend: a slow JIT backend's groups are spread over every share), then the least in all,
+    then the lowest. Deterministic for a given list (no hash(), which Python salts per process), so every
+    worker computes the same split; equal weights of one kind make it round-robin in list order."""
     load = [0.0] * n
+    by_kind: dict = {}
     out = [0] * len(units)
     for i in sorted(range(len(units)), key=lambda i: (-weight(units[i]), i)):
-        share = min(range(n), key=lambda s: (load[s], s))
+        mine = by_kind.setdefault(kind(units[i]), [0.0] * n)
+        share = min(range(n), key=lambda s: (mine[s], load[s], s))
         out[i] = share
         load[share] += weight(units[i])
+        mine[share] += weight(units[i])
     return out
 
 
@@ -158,13 +163,13 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def my_share(items: Sequence, shard: str | None, unit: Callable = lambda x: x,
-             weight: Callable = lambda u: 1.0) -> list:
+             weight: Callable = lambda u: 1.0, kind: Callable = lambda u: None) -> list:
     """The items of share i of n (all of them without --shard). Items with an equal unit stay together."""
     if not shard:
         return list(items)
     i, n = parse_shard(shard)
     units = list(dict.fromkeys(unit(x) for x in items))
-    mine = {u for u, s in zip(units, assign(units, n, weight)) if s == i}
+    mine = {u for u, s in zip(units, assign(units, n, weight, kind)) if s == i}
     return [x for x in items if unit(x) in mine]
 
 
