@@ -336,3 +336,13 @@ def test_assign_spreads_each_kind_over_the_shares():
     shares = shard.assign(units, 2, weight=lambda u: 10, kind=lambda u: u[0])
     assert shares[0] != shares[2] and shares[1] != shares[3]
     assert shard.assign(units, 2, weight=lambda u: 10) == [0, 1, 0, 1]  # without kinds: round-robin
+
+
+def test_gpu_differences_flag_models_and_clocks():
+    def out(i, name, clocks):
+        return shard.Outcome(i, shard.Device(i, name, f"GPU-{i}", "n"), 0, 0, 1.0, "/x",
+                             {"clocks.max.sm": clocks, "pci.bus_id": f"0000:0{i}:00.0"} if clocks else {})
+    assert shard.gpu_differences([out(0, "H200", "1980 MHz"), out(1, "H200", "1980 MHz")]) == []
+    diff = shard.gpu_differences([out(0, "H200", "1980 MHz"), out(1, "H200", "1500 MHz")])
+    assert diff == ["clocks.max.sm differs: 1500 MHz, 1980 MHz"]
+    assert shard.gpu_differences([out(0, "H100", None), out(1, "H200", None)]) == ["GPU models differ: H100, H200"]

@@ -103,6 +103,23 @@ def _torch_uuid(i: int) -> str | None:
     return f"GPU-{u}" if u else None
 
 
+SETTINGS = ("clocks.max.sm", "clocks.max.mem", "clocks.applications.graphics", "power.limit", "pci.bus_id")
+
+
+def clock_settings(device: Device) -> dict:
+    """What makes two GPUs of one model time differently: max and application clocks, power limit (and
+    where it sits). Recorded per share; {} where nvidia-smi cannot tell (no GPU, fake devices)."""
+    if device.index < 0 or not device.uuid or device.uuid.startswith("GPU-fake"):
+        return {}
+    try:
+        out = subprocess.run(["nvidia-smi", "-i", device.uuid, f"--query-gpu={','.join(SETTINGS)}",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    values = [v.strip() for v in out.stdout.strip().split(",")]
+    return dict(zip(SETTINGS, values)) if out.returncode == 0 and len(values) == len(SETTINGS) else {}
+
+
 def this_device() -> Device:
     """The GPU this process is pinned to (inside a Ray task: Ray sets CUDA_VISIBLE_DEVICES)."""
     host = socket.gethostname()
@@ -254,6 +271,7 @@ class Outcome:
     restarts: int
     wall_s: float
     workdir: str
+    settings: dict = field(default_factory=dict)  # clock_settings of the device, read before the run
     files: dict = field(default_factory=dict)  # name -> text, only when returned from a remote node
 
 
@@ -273,6 +291,7 @@ def run_share(job: Job, device: Device, workdir: Path, prefix: Sequence[str] | N
         env["CUDA_VISIBLE_DEVICES"] = device.visible()
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # indices then mean what nvidia-smi means
     argv = [a.replace("{workdir}", str(workdir)) for a in job.argv]
+    settings = clock_settings(device)
     t0, restarts = time.monotonic(), 0
     with open(workdir / "worker.log", "a", encoding="utf-8") as log:
         while True:
@@ -287,7 +306,7 @@ def run_share(job: Job, device: Device, workdir: Path, prefix: Sequence[str] | N
             restarts += 1
             log.write(f"== worker died (exit {rc}); restart {restarts}/{MAX_RESTARTS} with --resume {found}\n")
             argv = _without_option(argv, "--resume") + ["--resume", str(found)]
-    return Outcome(job.shard, device, rc, restarts, round(time.monotonic() - t0, 1), str(workdir))
+    return Outcome(job.shard, device, rc, restarts, round(time.monotonic() - t0, 1), str(workdir), settings)
 
 
 def _without_option(argv: list[str], flag: str) -> list[str]:
@@ -422,6 +441,19 @@ def run_jobs(args, jobs_for: Callable[[int], list[Job]], shard_dir: Path, consol
 STAMPED = ("result", "start", "launch", "ceilings", "resume")
 
 
+def gpu_differences(outcomes: list[Outcome]) -> list[str]:
+    """Why the shares' timings may not be comparable one-to-one: models or clock settings that differ."""
+    out = []
+    names = sorted({o.device.name for o in outcomes})
+    if len(names) > 1:
+        out.append(f"GPU models differ: {', '.join(names)}")
+    for key in SETTINGS[:-1]:  # the bus id differs by nature
+        values = sorted({o.settings.get(key) for o in outcomes if o.settings})
+        if len(values) > 1:
+            out.append(f"{key} differs: {', '.join(map(str, values))}")
+    return out
+
+
 def _gpu_label(outcomes: list[Outcome]) -> str:
     """The name part of a merged file: the GPU model, "mixed-gpus", or "cpu" for CPU-only shares."""
     from tilerosetta.bench import results as res_mod
@@ -444,8 +476,8 @@ def merge_results(outcomes: list[Outcome], path: Path, engine: str, wall_s: floa
     meta, body, shares = None, [], []
     for o in sorted(outcomes, key=lambda o: o.shard):
         f = _results_file(Path(o.workdir))
-        info = {"shard": o.shard, "gpu": o.device.to_json(), "exit": o.rc, "restarts": o.restarts,
-                "wall_s": o.wall_s, "file": str(f) if f else None}
+        info = {"shard": o.shard, "gpu": o.device.to_json(), "settings": o.settings, "exit": o.rc,
+                "restarts": o.restarts, "wall_s": o.wall_s, "file": str(f) if f else None}
         shares.append(info)
         if f is None:
             continue
@@ -464,7 +496,7 @@ def merge_results(outcomes: list[Outcome], path: Path, engine: str, wall_s: floa
     meta = dict(meta or {"type": "meta", "schema": res_mod.SCHEMA, "date": res_mod.now_iso(), "fixture": False})
     meta["shards"] = shares
     meta["sharding"] = {"engine": engine, "shares": len(outcomes), "wall_s": round(wall_s, 1),
-                        "gpus": sorted({o.device.name for o in outcomes})}
+                        "gpus": sorted({o.device.name for o in outcomes}), "differences": gpu_differences(outcomes)}
     with res_mod.ResultsWriter(path) as w:
         for rec in [meta, *body]:
             w.write(rec)
@@ -546,6 +578,8 @@ def run_bench(args, prefix: Sequence[str] | None = None) -> int:
     from tilerosetta.commands.bench import print_summary
 
     print_summary(console, res_mod.load(path))
+    for why in gpu_differences(outcomes):
+        console.print(f"[yellow]not one-to-one comparable across shares:[/] {why}", highlight=False)
     console.print(f"shards:  {shard_dir}\nresults: {path}\nreport:  tilerosetta report {path}", highlight=False)
     return 0 if all(o.rc == 0 for o in outcomes) else 1
 
