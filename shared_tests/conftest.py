@@ -26,6 +26,8 @@ def pytest_addoption(parser):
     parser.addoption("--backend", default="", help="comma-separated backends (default: all)")
     parser.addoption("--op", default="", help="comma-separated ops (default: all)")
     parser.addoption("--require-backend", default="", help="comma-separated backends that must be available")
+    parser.addoption("--shard", default="", metavar="i/n",
+                     help="run share i of n (backend x op groups kept together; `tilerosetta test --gpus`)")
 
 
 def selected_backends(config):
@@ -97,16 +99,40 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): pytest-xdist --dist loadgroup keeps a group in one worker")
 
 
+def _group(item):
+    """(backend, op) of a parametrized item, else None."""
+    params = getattr(item, "callspec", None)
+    params = params.params if params else {}
+    backend = params.get("backend_name") or (params.get("conf_case") or (None,))[0]
+    op = params.get("op_name") or (params.get("conf_case") or (None, None))[1]
+    return (backend, op or "misc") if backend else None
+
+
 def pytest_collection_modifyitems(config, items):
     """With pytest-xdist `--dist loadgroup`, keep each backend x op in one worker: a kernel fault (illegal
-    address) leaves that process's CUDA context unusable, and it must not take other backends down with it."""
+    address) leaves that process's CUDA context unusable, and it must not take other backends down with it.
+    With --shard i/n keep share i of the same groups (items of no backend: grouped by test file), split by
+    item count and spread per backend (a slow JIT backend's matmul and attention land on different shares);
+    every process collects the same items in the same order, so the n shares are a partition."""
     for item in items:
-        params = getattr(item, "callspec", None)
-        params = params.params if params else {}
-        backend = params.get("backend_name") or (params.get("conf_case") or (None,))[0]
-        op = params.get("op_name") or (params.get("conf_case") or (None, None))[1]
-        if backend:
-            item.add_marker(pytest.mark.xdist_group(f"{backend}-{op or 'misc'}"))
+        group = _group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group("-".join(group)))
+    text = config.getoption("--shard")
+    if text:
+        from tilerosetta import shard
+
+        unit = lambda item: _group(item) or ("", item.nodeid.split("::")[0])  # noqa: E731 (file of no backend)
+        sizes = {}
+        for item in items:
+            sizes[unit(item)] = sizes.get(unit(item), 0) + 1
+        try:
+            keep = shard.my_share(items, text, unit=unit, weight=lambda u: sizes[u], kind=lambda u: u[0])
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        kept = set(map(id, keep))
+        config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept])
+        items[:] = keep
 
 
 @pytest.fixture

@@ -11,6 +11,11 @@
 #      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
 #      SCALING=1 (`bench --scaling` after the bench, ~4 min; SCALING_ARGS e.g. "--budget-s 120"),
 #      per-step time limits T_SUITE, T_PROBE, T_SWEEPS, T_BENCH, T_SCALING (s).
+#      GPUS=all|N: the suite (the files in SHARD_SUITE, default conformance + random shapes + bad inputs) and
+#      the benchmark sharded over those GPUs, one worker per GPU (`--gpus`, docs/MULTI_GPU.md), instead of one
+#      process per backend; GPUS_COMPARE=1 runs each first on one GPU (--gpus 1) for the wall-time comparison.
+#      Each run starts with empty JIT caches (Triton's and ~/.cache) so neither profits from the other's
+#      compiles. Wall times in shard-walltime.txt; workers' files in shards.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}
@@ -26,21 +31,37 @@ stamp() { echo "== $1: $(( $(date +%s) - t0 )) s"; }
   gpu-bundle/run.sh doctor
 } > "$out/machine.txt" 2>&1
 stamp "unpack+doctor"
-# One pytest process per backend, in parallel: a kernel fault (illegal address) leaves its process's CUDA
-# context unusable, so it must not share a process with another backend's cases. Tests that belong to no
-# backend run once, in the torch process.
+shards=$(mktemp -d)
+runs=${GPUS:-}; [ -n "${GPUS:-}" ] && [ "${GPUS_COMPARE:-0}" = 1 ] && runs="1 $GPUS"
+fresh_caches() { local c; c=$(mktemp -d); export TRITON_CACHE_DIR=$c/triton XDG_CACHE_HOME=$c; }
 suite=$(mktemp -d)
-for b in ${backends//,/ }; do
-  own=$(ls shared_tests/test_${b}_*.py 2>/dev/null | tr '\n' ' ')
-  extra=""; [ "$b" = torch ] && extra=$(ls shared_tests/test_*.py | grep -v -e test_conformance -e test_random_shapes \
-    -e test_bad_inputs -e test_bench_gpu -e test_cutile_py_ -e test_triton_ -e test_tile_cpp_ -e test_cutile_rs_ | tr '\n' ' ')
-  k=""; for kv in ${SUITE_K:+${SUITE_K//;/ }}; do [ "${kv%%=*}" = "$b" ] && k="${kv#*=}"; done
-  (timeout "${T_SUITE:-240}" gpu-bundle/run.sh shell python3 -m pytest -q -rs -p no:cacheprovider --backend "$b" ${k:+-k "$k"} \
-     -n "${SUITE_WORKERS:-3}" --junitxml="$suite/junit-$b.xml" shared_tests/test_conformance.py \
-     shared_tests/test_random_shapes.py shared_tests/test_bad_inputs.py $own $extra > "$suite/test-$b.log" 2>&1) &
-done
-wait
-for b in ${backends//,/ }; do echo "$b: $(tail -1 "$suite/test-$b.log")"; done | tee "$out/suite-summary.txt"
+if [ -n "${GPUS:-}" ]; then
+  # One worker per GPU, each on its share of backend x op groups (a fault still kills only its own worker).
+  files=(${SHARD_SUITE:-shared_tests/test_conformance.py shared_tests/test_random_shapes.py shared_tests/test_bad_inputs.py})
+  for g in $runs; do
+    s=$(date +%s)
+    (fresh_caches; timeout "${T_SUITE:-240}" gpu-bundle/run.sh shell python3 -m tilerosetta test --gpus "$g" \
+       --backend "$backends" --suite "${files[0]}" --shard-dir "$suite/gpus-$g" -- -rs "${files[@]:1}" \
+       > "$suite/test-gpus-$g.log" 2>&1)
+    echo "suite --gpus $g ($backends): $(( $(date +%s) - s )) s wall: $(tail -1 "$suite/test-gpus-$g.log")" \
+      | tee -a "$out/shard-walltime.txt" "$out/suite-summary.txt"
+  done
+else
+  # One pytest process per backend, in parallel: a kernel fault (illegal address) leaves its process's CUDA
+  # context unusable, so it must not share a process with another backend's cases. Tests that belong to no
+  # backend run once, in the torch process.
+  for b in ${backends//,/ }; do
+    own=$(ls shared_tests/test_${b}_*.py 2>/dev/null | tr '\n' ' ')
+    extra=""; [ "$b" = torch ] && extra=$(ls shared_tests/test_*.py | grep -v -e test_conformance -e test_random_shapes \
+      -e test_bad_inputs -e test_bench_gpu -e test_cutile_py_ -e test_triton_ -e test_tile_cpp_ -e test_cutile_rs_ | tr '\n' ' ')
+    k=""; for kv in ${SUITE_K:+${SUITE_K//;/ }}; do [ "${kv%%=*}" = "$b" ] && k="${kv#*=}"; done
+    (timeout "${T_SUITE:-240}" gpu-bundle/run.sh shell python3 -m pytest -q -rs -p no:cacheprovider --backend "$b" ${k:+-k "$k"} \
+       -n "${SUITE_WORKERS:-3}" --junitxml="$suite/junit-$b.xml" shared_tests/test_conformance.py \
+       shared_tests/test_random_shapes.py shared_tests/test_bad_inputs.py $own $extra > "$suite/test-$b.log" 2>&1) &
+  done
+  wait
+  for b in ${backends//,/ }; do echo "$b: $(tail -1 "$suite/test-$b.log")"; done | tee "$out/suite-summary.txt"
+fi
 tar -C "$suite" -czf "$out/suite.tar.gz" .
 stamp "suite"
 if [ "${SKIP_SELFTEST:-0}" != 1 ]; then
@@ -69,7 +90,17 @@ if [ -n "${SWEEPS:-}" ]; then
   tar -C "$sweeps" -czf "$out/sweeps.tar.gz" .
   stamp "sweeps"
 fi
-if [ "${SKIP_BENCH:-0}" != 1 ]; then
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ -n "${GPUS:-}" ]; then
+  for g in $runs; do
+    s=$(date +%s)
+    (fresh_caches; timeout "${T_BENCH:-240}" gpu-bundle/run.sh bench --out "$out" --gpus "$g" \
+       --shard-dir "$shards/bench-gpus-$g" ${BENCH_ARGS:-} | tail -4)
+    mv "$out/bench.log" "$out/bench-gpus-$g.log" 2>/dev/null
+    echo "bench --gpus $g (${BENCH_ARGS:-}): $(( $(date +%s) - s )) s wall" | tee -a "$out/shard-walltime.txt"
+  done
+  tar -C "$shards" -czf "$out/shards.tar.gz" .
+  stamp "bench"
+elif [ "${SKIP_BENCH:-0}" != 1 ]; then
   timeout "${T_BENCH:-240}" gpu-bundle/run.sh bench --out "$out" ${BENCH_ARGS:-} | tail -8
   stamp "bench"
 fi
@@ -85,6 +116,6 @@ if [ "${SCALING:-0}" = 1 ]; then  # how cost grows with size: its own scaling-*.
 fi
 # The device tool returns at most 8 files from $OUT (run 9 lost its tuned_configs.json to that limit):
 # keep the results files and archives, pack the logs into one.
-( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log 2>/dev/null || true) \
+( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log shard-walltime.txt 2>/dev/null || true) \
   && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs )
 ls "$out"

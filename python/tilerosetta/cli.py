@@ -8,7 +8,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("list", "doctor", "test", "bench", "report", "compare", "sweep")
+COMMANDS = ("list", "doctor", "test", "bench", "report", "compare", "compare-gpus", "sweep")
 DESCRIPTION = ("One op set in several tile GPU languages (cuTile Python, CUDA Tile C++, cuTile-rs, cuTile.jl, "
                "Triton), checked and timed by one harness.")
 
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
                "`bench` and `sweep` refuse (see --allow-cpu) and `report` renders committed GPU runs.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"tilerosetta.commands.{name}").register(sub)
+        importlib.import_module(f"tilerosetta.commands.{name.replace('-', '_')}").register(sub)
     return parser
 
 

@@ -9,6 +9,7 @@ best configuration per size class into python/tilerosetta/tuned_configs.json (tu
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from matplotlib.figure import Figure
 
@@ -63,11 +64,14 @@ def spread(space: list[dict], max_configs: int | None) -> list[dict]:
 
 def sweep_case(backend: Backend, spec: OpSpec, dtype, case: Case, writer: ResultsWriter, settings: Settings,
                ceilings=None, timer=None, on_config=None, max_configs: int | None = None,
-               where: list[dict[str, int]] | None = None) -> list[dict]:
+               where: list[dict[str, int]] | None = None,
+               pick: Callable[[list[dict]], list[dict]] | None = None) -> list[dict]:
     space = spread(select(backend.config_space(spec.name, dtype), where or []), max_configs)
     if not space:
         raise ValueError(f"{backend.name}.{spec.name}: no config space for {dtype_name(dtype)} "
                          f"(config_space returned [])")
+    if pick:  # a worker of `sweep --gpus`: its share of the configurations (the default always runs)
+        space = pick(space)
     runner = CaseRunner(settings, ceilings, timer)
     recs = []
     for cfg in [None, *space]:  # None: the backend's default, the baseline

@@ -17,6 +17,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Table
 
 from tilerosetta import backends as registry
+from tilerosetta import shard
 from tilerosetta.specs import OP_NAMES
 
 MAX_RESTARTS = 3
@@ -48,7 +49,7 @@ def _csv(text):
 def _restart_argv(args, path: Path) -> list[str]:
     argv = [sys.executable, "-m", "tilerosetta", "bench", "--resume", str(path), "--out-dir", args.out_dir,
             "--warmup-ms", str(args.warmup_ms), "--rep-ms", str(args.rep_ms)]
-    for flag in ("backend", "op", "dtype", "size"):
+    for flag in ("backend", "op", "dtype", "size", "shard"):
         if getattr(args, flag):
             argv += [f"--{flag}", getattr(args, flag)]
     for flag in ("quick", "allow_cpu", "no_graph", "no_flush", "scaling"):
@@ -66,6 +67,8 @@ def run(args) -> int:
     from tilerosetta.bench import ceilings as ceil_mod
     from tilerosetta.bench import environment, results, runner
 
+    if args.gpus:  # one worker per GPU, each running this command on its share (tilerosetta/shard.py)
+        return shard.run_bench(args)
     console = make_console()
     cpu = not torch.cuda.is_available()
     if cpu and not args.allow_cpu:
@@ -134,6 +137,7 @@ def run(args) -> int:
     if not plan:
         console.print("[red]nothing to run[/]: no (op, dtype, case) matches --op/--dtype/--size")
         return 2
+    plan = shard.bench_share(plan, args.shard)  # a worker of --gpus: its share only
 
     if args.resume:
         old = results.load(args.resume)
@@ -266,4 +270,5 @@ def register(sub):
                         "build/cpu-results/ (ignored by git) for --allow-cpu runs)")
     p.add_argument("--allow-cpu", action="store_true",
                    help="without a GPU: run the bookkeeping on CPU backends, labelled NOT comparable")
+    shard.add_arguments(p)
     p.set_defaults(func=run)

@@ -7,6 +7,8 @@ from pathlib import Path
 from tilerosetta.console import make_console
 from rich.table import Table
 
+from tilerosetta import shard
+
 
 def run(args) -> int:
     import torch
@@ -19,6 +21,8 @@ def run(args) -> int:
     from tilerosetta.commands.bench import no_gpu_message
     from tilerosetta.specs import get_spec, parse_dtype
 
+    if args.gpus:  # the configurations split over one worker per GPU (tilerosetta/shard.py)
+        return shard.run_sweep(args)
     console = make_console()
     cpu = not torch.cuda.is_available()
     if cpu and not args.allow_cpu:
@@ -66,7 +70,8 @@ def run(args) -> int:
             with console.status(f"{backend.name} {spec.name} {args.dtype} {case.name}") as st:
                 recs = sweep.sweep_case(backend, spec, dtype, case, w, settings,
                                         on_config=lambda label: st.update(f"{case.name}: {label}"),
-                                        max_configs=args.max_configs, where=where)
+                                        max_configs=args.max_configs, where=where,
+                                        pick=shard.sweep_picker(args.shard))
             table = Table(title=f"{backend.name} {spec.name} {args.dtype} {case.name}")
             for h in ("config", "status", "median", "p20-p80", "first call ms"):
                 table.add_column(h)
@@ -109,4 +114,5 @@ def register(sub):
     p.add_argument("--out-dir", "--out", dest="out_dir", default="",
                    help="folder for the sweep's results (default: bench/results/ on a GPU, build/cpu-results/ on CPU)")
     p.add_argument("--allow-cpu", action="store_true", help="without a GPU: host timing, labelled, never written")
+    shard.add_arguments(p)
     p.set_defaults(func=run)
