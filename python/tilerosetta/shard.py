@@ -549,6 +549,25 @@ def _out_dir(args) -> Path:
     return default_out_dir(bool(getattr(args, "allow_cpu", False)) and not torch.cuda.is_available())
 
 
+def _run_and_merge(args, command, jobs_for, shard_dir, out_dir, console, prefix, name_prefix=""):
+    """Run the shares and merge what they wrote into one new results file: (outcomes, path), or the exit
+    code when nothing can be merged (bad arguments: 2; no share wrote results: the workers' code)."""
+    from tilerosetta.bench import results as res_mod
+
+    t0 = time.monotonic()
+    try:
+        outcomes = run_jobs(args, jobs_for, shard_dir, console, prefix)
+    except ValueError as exc:
+        console.print(f"[red]tilerosetta {command} --gpus:[/] {exc}", highlight=False)
+        return 2
+    if not any(_results_file(Path(o.workdir)) for o in outcomes):
+        console.print(f"[red]no share wrote results[/]: see {shard_dir}/gpu*/worker.log")
+        return max(o.rc for o in outcomes) or 1
+    path = res_mod.new_results_path(out_dir, _gpu_label(outcomes), prefix=name_prefix)
+    merge_results(outcomes, path, args.engine, time.monotonic() - t0)
+    return outcomes, path
+
+
 def run_bench(args, prefix: Sequence[str] | None = None) -> int:
     """`tilerosetta bench --gpus ...`: shares of (op, dtype, case), merged; `--resume SHARD_DIR` goes on
     with the shares' own files."""
@@ -576,17 +595,10 @@ def run_bench(args, prefix: Sequence[str] | None = None) -> int:
             jobs.append(Job("bench", i, n, base + ["--shard", f"{i}/{n}"] + tail, resumable=True))
         return jobs
 
-    t0 = time.monotonic()
-    try:
-        outcomes = run_jobs(args, jobs_for, shard_dir, console, prefix)
-    except ValueError as exc:
-        console.print(f"[red]tilerosetta bench --gpus:[/] {exc}", highlight=False)
-        return 2
-    if not any(_results_file(Path(o.workdir)) for o in outcomes):
-        console.print(f"[red]no share wrote results[/]: see {shard_dir}/gpu*/worker.log")
-        return max(o.rc for o in outcomes) or 1
-    path = res_mod.new_results_path(out_dir, _gpu_label(outcomes))
-    merge_results(outcomes, path, args.engine, time.monotonic() - t0)
+    done = _run_and_merge(args, "bench", jobs_for, shard_dir, out_dir, console, prefix)
+    if isinstance(done, int):
+        return done
+    outcomes, path = done
     from tilerosetta.commands.bench import print_summary
 
     print_summary(console, res_mod.load(path))
@@ -611,18 +623,11 @@ def run_sweep(args, prefix: Sequence[str] | None = None) -> int:
     def jobs_for(n):
         return [Job("sweep", i, n, base + ["--shard", f"{i}/{n}", "--out-dir", "{workdir}"]) for i in range(n)]
 
-    t0 = time.monotonic()
-    try:
-        outcomes = run_jobs(args, jobs_for, shard_dir, console, prefix)
-    except ValueError as exc:
-        console.print(f"[red]tilerosetta sweep --gpus:[/] {exc}", highlight=False)
-        return 2
-    if not any(_results_file(Path(o.workdir)) for o in outcomes):
-        console.print(f"[red]no share wrote results[/]: see {shard_dir}/gpu*/worker.log")
-        return max(o.rc for o in outcomes) or 1
-    path = res_mod.new_results_path(out_dir, _gpu_label(outcomes),
-                                    prefix=f"sweep-{args.backend}-{args.op}-{args.dtype}-")
-    merge_results(outcomes, path, args.engine, time.monotonic() - t0)
+    done = _run_and_merge(args, "sweep", jobs_for, shard_dir, out_dir, console, prefix,
+                          name_prefix=f"sweep-{args.backend}-{args.op}-{args.dtype}-")
+    if isinstance(done, int):
+        return done
+    outcomes, path = done
     records = _records(path)
     recs = [r for r in records if r.get("type") == "result"]
     if args.write_best and records[0].get("cpu_only"):
