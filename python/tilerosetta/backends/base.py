@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from tilerosetta.errors import BackendUnavailable, OpMissing, TileRosettaError
+from tilerosetta.errors import BackendUnavailable, OpMissing, TileRosettaError, runtime_failure
 from tilerosetta.specs import OP_NAMES, get_spec
 
 
@@ -43,7 +43,7 @@ class BoundOp:
         except TileRosettaError:
             raise
         except Exception as exc:  # name op and backend on every failure from the language runtime
-            raise RuntimeError(f"{name}.{spec.name}: {type(exc).__name__}: {exc}") from exc
+            raise runtime_failure(spec.name, name, exc) from exc
 
 
 class Backend:

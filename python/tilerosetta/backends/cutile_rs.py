@@ -20,6 +20,7 @@ import torch
 
 from tilerosetta import toolchain
 from tilerosetta.backends.base import Backend
+from tilerosetta.errors import native_refusal
 from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
 
@@ -109,17 +110,20 @@ class CuTileRsBackend(Backend):
 
     def _make(self, op: str) -> Callable:
         def fn(*tensors, **params):
-            args = self.request(op, tensors, params)
-            key = f"{op}/{args[1]}"
-            if key in self._first_call:
+            try:
+                args = self.request(op, tensors, params)
+                key = f"{op}/{args[1]}"
+                if key in self._first_call:
+                    self._mod.launch(*args)
+                    return
+                # cuTile-rs JIT-compiles on the host inside the first launch of a specialisation, so timing
+                # the call (no device sync needed) measures Tile IR generation + tileiras + module load.
+                _prepare_env(toolchain.find())  # also when called without backend.op()'s availability check
+                t0 = time.perf_counter()
                 self._mod.launch(*args)
-                return
-            # cuTile-rs JIT-compiles on the host inside the first launch of a specialisation, so timing
-            # the call (no device sync needed) measures Tile IR generation + tileiras + module load.
-            _prepare_env(toolchain.find())  # also when called without backend.op()'s availability check
-            t0 = time.perf_counter()
-            self._mod.launch(*args)
-            self._first_call[key] = time.perf_counter() - t0
+                self._first_call[key] = time.perf_counter() - t0
+            except (ValueError, TypeError) as exc:  # Rust's argument checks (args.rs), or request() on junk
+                raise native_refusal(op, self.name, exc) from exc
 
         fn.__name__ = op
         return fn

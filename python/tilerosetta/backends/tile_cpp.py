@@ -24,6 +24,7 @@ from typing import Any, Callable
 import torch
 
 from tilerosetta.backends.base import Backend
+from tilerosetta.errors import native_refusal
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
 try:
@@ -161,8 +162,11 @@ class TileCppBackend(Backend):
         def fn(*tensors, **params):
             dims = spec.dims_of(tensors)
             kernel = self.kernel_for(op, tensors[0].dtype, dims)
-            stream = torch.cuda.current_stream(tensors[0].device).cuda_stream
-            _mod.launch(kernel, list(tensors), params, stream, a16=_A16)
+            stream = torch.cuda.current_stream(tensors[0].device).cuda_stream if tensors[0].is_cuda else 0
+            try:
+                _mod.launch(kernel, list(tensors), params, stream, a16=_A16)
+            except (ValueError, TypeError) as exc:  # the module's own argument checks (ops.cpp)
+                raise native_refusal(op, self.name, exc) from exc
 
         fn.__name__ = op
         return fn
