@@ -111,6 +111,7 @@ class TileCppBackend(Backend):
     name = "tile_cpp"
     language = "CUDA Tile C++"
     device_type = "cuda"
+    raw_calls_checked = True  # the native module checks every tensor itself (a raw call can't go out of bounds)
 
     def __init__(self):
         self._forced: dict[tuple[str, torch.dtype], dict[str, Any]] = {}
