@@ -142,6 +142,22 @@ def test_refuses_bad_params_and_head_dim():
     refused("rope_fp32_16_64_4", r, op="rope", arg="q", match="even")
 
 
+def test_refuses_param_values_the_spec_refuses():
+    """The raw path reaches the module without the shared validation: it applies the same Param rules
+    (specs/base.py): no str -> float conversion, no truthiness for causal, eps/scale finite and > 0."""
+    x, w, out = fakes("rms_norm", {"M": 3, "N": 7})
+    for eps in (True, "1e-5", [1e-5]):
+        refused("rms_norm_fp32_1_1024_4", [x, w, out], {"eps": eps}, op="rms_norm", arg="eps", exc=TypeError)
+    for eps in (0.0, -1e-5, float("nan"), float("inf")):
+        refused("rms_norm_fp32_1_1024_4", [x, w, out], {"eps": eps}, op="rms_norm", arg="eps", match="> 0")
+    q = fakes("attention", {"B": 1, "H": 2, "S": 17, "D": 64}, torch.float16)
+    for causal in ("false", "yes", 1, None):
+        refused("attention_fp16_64_128_64_0", q, {"causal": causal, "scale": None}, op="attention",
+                arg="causal", exc=TypeError, match="bool")
+    refused("attention_fp16_64_128_64_0", q, {"causal": True, "scale": -0.5}, op="attention", arg="scale",
+            match="> 0")
+
+
 def test_unknown_kernel_is_refused():
     with pytest.raises(ValueError, match="unknown kernel"):
         mod.plan("softmax_fp32_3_3_4", fakes("softmax", {"M": 1, "N": 1}), {})

@@ -92,16 +92,26 @@ std::int64_t eval_dim(const std::string& expr, const std::map<std::string, std::
   return std::stoll(expr.substr(0, star)) * dims.at(expr.substr(star + 1));
 }
 
+// A finite float > 0 (eps, scale), as the spec's Param declares it. Checked here too because the raw
+// path (backend.implementations()) reaches the module without the shared validation: a str is refused,
+// not converted, and a bool is not a number (True would otherwise be 1.0).
 double param_number(const std::string& op, const py::dict& params, const char* key) {
   if (!params.contains(key)) throw ArgError{op, key, "missing parameter"};
   py::object v = params[key];
-  try {
-    double x = v.cast<double>();
-    if (!std::isfinite(x)) throw ArgError{op, key, "expected a finite number, got " + std::string(py::repr(v))};
-    return x;
-  } catch (const py::cast_error&) {
-    throw ArgError{op, key, "expected a number, got " + std::string(py::repr(v)), true};
-  }
+  if (py::isinstance<py::bool_>(v) || !(py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v)))
+    throw ArgError{op, key, "expected a finite float > 0, got " + std::string(py::repr(v)), true};
+  double x = v.cast<double>();
+  if (!std::isfinite(x) || x <= 0) throw ArgError{op, key, "expected a finite value > 0, got " + std::string(py::repr(v))};
+  return x;
+}
+
+// A Python bool only (causal): "false" and 0/1 are refused instead of being taken by truthiness.
+bool param_flag(const std::string& op, const py::dict& params, const char* key, bool fallback) {
+  if (!params.contains(key)) return fallback;
+  py::object v = params[key];
+  if (!py::isinstance<py::bool_>(v))
+    throw ArgError{op, key, "expected a bool (True or False), got " + std::string(py::repr(v)), true};
+  return v.cast<bool>();
 }
 
 unsigned blocks(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
@@ -238,8 +248,7 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
                                   " (D=" + std::to_string(k.get("D")) + ")"};
     double scale = 1.0 / std::sqrt(static_cast<double>(dm["D"]));
     if (params.contains("scale") && !py::object(params["scale"]).is_none()) scale = param_number(op, params, "scale");
-    bool causal = false;
-    if (params.contains("causal")) causal = py::bool_(params["causal"]);
+    bool causal = param_flag(op, params, "causal", false);
     // B*H first: the kernel views q, k, v, out as (B*H, S, D), see attention.cu.
     plan.ints.push_back(static_cast<std::int32_t>(dm["B"] * dm["H"]));
     plan.ints.push_back(static_cast<std::int32_t>(dm["S"]));

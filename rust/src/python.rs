@@ -12,7 +12,8 @@ use crate::args::{ArgError, DType, Request, TensorArg};
 use crate::ops::{self, LaunchError};
 use crate::{compile, config};
 
-type PyTensor = (String, u64, Vec<i64>, Vec<i64>);
+/// (name, data_ptr, shape, strides, dtype name, device string) of one tensor, as the adapter sends it.
+type PyTensor = (String, u64, Vec<i64>, Vec<i64>, String, String);
 
 fn value_error(e: ArgError) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -36,7 +37,7 @@ fn request(
         dtype: DType::parse(op, dtype).map_err(value_error)?,
         device,
         stream,
-        tensors: tensors.into_iter().map(|(n, p, s, st)| TensorArg::new(&n, p, &s, &st)).collect(),
+        tensors: tensors.into_iter().map(|(n, p, s, st, dt, dev)| TensorArg::new(&n, p, &s, &st).on(&dt, &dev)).collect(),
         scalars,
         config,
     })

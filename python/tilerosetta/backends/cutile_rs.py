@@ -1,8 +1,8 @@
 """The `cutile_rs` backend: kernels written in cuTile-rs (Rust), called through the PyO3 extension
 module `tilerosetta_cutile_rs` (rust/, built by `make build-rust` as an abi3 wheel).
 
-The adapter hands Rust plain integers: each tensor's data pointer, shape and strides, the dtype name,
-the device index and torch's current stream handle. Rust validates them again, borrows the memory and
+The adapter hands Rust plain integers: each tensor's data pointer, shape, strides, dtype name and
+device, the launch dtype name, the device index and torch's current stream handle. Rust validates them again, borrows the memory and
 the stream (never frees or destroys what torch owns) and launches without a host synchronisation.
 cuTile-rs JIT-compiles each kernel specialisation on its first launch (Tile IR -> tileiras -> cubin),
 so the pinned tileiras 13.4 must be found: `_prepare_env` points CUTILE_TILEIRAS_PATH at it and
@@ -102,7 +102,10 @@ class CuTileRsBackend(Backend):
             scalars[key] = float(value)
         device = tensors[0].device.index if tensors[0].device.type == "cuda" else 0
         stream = torch.cuda.current_stream(tensors[0].device).cuda_stream if tensors[0].is_cuda else 0
-        arrays = [(n, t.data_ptr(), list(t.shape), list(t.stride())) for n, t in zip(names, tensors)]
+        # Every tensor's own dtype and device go with it: Rust refuses any that differ from the launch's
+        # (a raw call that skipped BoundOp must not read or write out of bounds, nor fault on a host pointer).
+        arrays = [(n, t.data_ptr(), list(t.shape), list(t.stride()), dtype_name(t.dtype), str(t.device))
+                  for n, t in zip(names, tensors)]
         config = self._overrides.get((op, dtype))
         if config is None:  # the committed sweep result, if any; else the crate's own table decides
             config = self.tuned_config(op, dtype, get_spec(op).dims_of(tensors)) or {}

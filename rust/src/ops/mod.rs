@@ -113,6 +113,9 @@ impl From<ArgError> for LaunchError {
 /// Validates a request without touching the GPU.
 pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     req.check_device()?;
+    if OPS.contains(&req.op.as_str()) {
+        req.check_placement()?;
+    }
     match req.op.as_str() {
         "vector_add" => vector_add::plan(req),
         "transpose" => transpose::plan(req),
