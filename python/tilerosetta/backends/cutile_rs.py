@@ -26,6 +26,10 @@ from tilerosetta.specs.base import dtype_name
 
 MODULE = "tilerosetta_cutile_rs"
 # Scalar params each op passes to Rust (as floats; causal as 0/1, scale resolved here).
+# The tile counts cuTile-rs puts on grid axes y and z (the output partition's 2nd and 3rd dims).
+GRID_YZ = {"transpose": "ceil(M / TM) tiles of out's columns", "softmax": "column tiles",
+           "silu_and_mul": "ceil(H / TN) tiles", "matmul": "ceil(N / BN) tiles", "bmm": "ceil(M/BM), ceil(N/BN) tiles",
+           "attention": "ceil(S / BM) query blocks", "rope": "tiles of (S, D)"}
 _SCALARS = {"rms_norm": ("eps",), "layer_norm": ("eps",), "attention": ("causal", "scale")}
 
 
@@ -136,6 +140,14 @@ class CuTileRsBackend(Backend):
         """Host time of the first call per "op/dtype" in this process: mostly the JIT compile of that
         kernel (a later call with a new row width N, head dim or tile config compiles again)."""
         return dict(self._first_call)
+
+    def limits(self, op):
+        # args.rs refuses tensors beyond i32 (cuTile-rs shapes and strides are i32). The grid is the output
+        # partition's tile counts (rust/src/ops/): axes y and z are capped at 65535 by CUDA.
+        text = super().limits(op)
+        if op in GRID_YZ:
+            text += f"; {GRID_YZ[op]} <= 65535 (grid axes y/z; beyond is not checked before launch yet)"
+        return text
 
     # ---- tuning ---------------------------------------------------------------------------------
     def config_space(self, op, dtype):
