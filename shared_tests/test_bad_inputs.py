@@ -331,9 +331,6 @@ def _slow_interpreter(backend, programs):
 # before launch with the limit in the message (`tilerosetta list --limits`). Expected failures only if
 # refused cleanly (raises=...): a wrong result or a crash still fails. strict: known to be refused.
 GRID_GAPS = {
-    ("tile_cpp", "attention"): (True, "cpp/kernels/attention.cu takes B*H from grid y (fold not done yet)"),
-    ("tile_cpp", "transpose_wide"): (True, "cpp/kernels/transpose.cu takes column tiles from grid y"),
-    ("tile_cpp", "bmm"): (True, "cpp/kernels/gemm.cuh takes Bt from grid y"),
     ("cutile_rs", "transpose_tall"): (False, "cuTile-rs puts out's column tiles on grid y (unverified)"),
 }
 
