@@ -161,12 +161,12 @@ class TileCppBackend(Backend):
         spec = get_spec(op)
 
         def fn(*tensors, **params):
-            dims = spec.dims_of(tensors)
-            kernel = self.kernel_for(op, tensors[0].dtype, dims)
-            stream = torch.cuda.current_stream(tensors[0].device).cuda_stream if tensors[0].is_cuda else 0
             try:
+                dims = spec.dims_of(tensors)
+                kernel = self.kernel_for(op, tensors[0].dtype, dims)
+                stream = torch.cuda.current_stream(tensors[0].device).cuda_stream if tensors[0].is_cuda else 0
                 _mod.launch(kernel, list(tensors), params, stream, a16=_A16)
-            except (ValueError, TypeError) as exc:  # the module's own argument checks (ops.cpp)
+            except (ValueError, TypeError, AttributeError) as exc:  # ops.cpp's checks; junk on the raw path
                 raise native_refusal(op, self.name, exc) from exc
 
         fn.__name__ = op
