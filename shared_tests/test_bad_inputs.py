@@ -520,3 +520,16 @@ def test_native_refusals_and_runtime_failures_are_translated():
         b.op("vector_add")(*tensors)
     assert str(info.value).startswith("cutile_rs.vector_add: RuntimeError: CUDA_ERROR_ILLEGAL_ADDRESS")
     assert isinstance(info.value.__cause__, RuntimeError) and isinstance(info.value, RuntimeError)
+
+
+def test_list_limits_has_a_row_per_backend_and_op():
+    from tilerosetta import backends
+    from tilerosetta.commands.list import limits_table
+    from tilerosetta.specs import OP_NAMES
+
+    table = limits_table()
+    assert table.row_count == len(list(backends.all_backends())) * len(OP_NAMES)
+    limits = dict(zip(zip(table.columns[0]._cells, table.columns[1]._cells), table.columns[2]._cells))
+    assert limits[("torch", "vector_add")] == "no element limit (64-bit offsets)"
+    assert limits[("triton", "vector_add")] == "no element limit (64-bit offsets)"
+    assert "2147483647" in limits[("cutile_py", "vector_add")]

@@ -27,9 +27,10 @@ from tilerosetta.specs.base import dtype_name
 MODULE = "tilerosetta_cutile_rs"
 # Scalar params each op passes to Rust (as floats; causal as 0/1, scale resolved here).
 # The tile counts cuTile-rs puts on grid axes y and z (the output partition's 2nd and 3rd dims).
-GRID_YZ = {"transpose": "ceil(M / TM) tiles of out's columns", "softmax": "column tiles",
-           "silu_and_mul": "ceil(H / TN) tiles", "matmul": "ceil(N / BN) tiles", "bmm": "ceil(M/BM), ceil(N/BN) tiles",
-           "attention": "ceil(S / BM) query blocks", "rope": "tiles of (S, D)"}
+# (rust/src/ops/<op>.rs: `out.partition([...])`; the first dim's count goes on axis x, unlimited.)
+GRID_YZ = {"transpose": "ceil(M / BM) (out's column tiles)", "silu_and_mul": "ceil(H / BH)",
+           "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)", "attention": "ceil(S / BM)",
+           "rope": "the position tiles of S"}
 _SCALARS = {"rms_norm": ("eps",), "layer_norm": ("eps",), "attention": ("causal", "scale")}
 
 
@@ -146,7 +147,8 @@ class CuTileRsBackend(Backend):
         # partition's tile counts (rust/src/ops/): axes y and z are capped at 65535 by CUDA.
         text = super().limits(op)
         if op in GRID_YZ:
-            text += f"; {GRID_YZ[op]} <= 65535 (grid axes y/z; beyond is not checked before launch yet)"
+            text += (f"; {GRID_YZ[op]} <= 65535 (grid axes y/z; beyond, CUDA refuses the launch: a "
+                     f"TileRosettaRuntimeError, not yet a refusal before launch)")
         return text
 
     # ---- tuning ---------------------------------------------------------------------------------
