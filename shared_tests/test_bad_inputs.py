@@ -337,7 +337,8 @@ def _slow_interpreter(backend, programs):
 # before launch with the limit in the message (`tilerosetta list --limits`). Expected failures only if
 # refused cleanly (raises=...): a wrong result or a crash still fails. strict: known to be refused.
 GRID_GAPS = {
-    ("cutile_rs", "transpose_tall"): (False, "cuTile-rs puts out's column tiles on grid y (unverified)"),
+    ("cutile_rs", "transpose_tall"): (True, "cuTile-rs grids are out's tile counts: ceil(M/BM) is on grid y "
+                                           "(refused before launch by rust/src/ops/mod.rs check_grid)"),
 }
 
 

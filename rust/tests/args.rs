@@ -206,3 +206,16 @@ fn every_tensor_must_have_the_launch_dtype_and_device() {
     r.tensors[1] = t("b", 8192, &[1000]).on("fp16", "cuda");
     assert!(err(&r).message.contains("tensor is on cuda,"));
 }
+
+#[test]
+fn grid_counts_beyond_65535_on_axis_y_are_refused_before_launch() {
+    // transpose: out (N, M) is partitioned in (BN, BM) tiles, so ceil(M / BM) lands on grid y.
+    let m = 65536 * 256;
+    let r = req("transpose", DType::F16, vec![t("x", 256, &[m, 2]), t("out", 1 << 40, &[2, m])]);
+    let e = err(&r);
+    assert_eq!(e.arg, "x");
+    assert!(e.message.contains("65535") && e.message.contains("ceil(M / BM)"), "{e}");
+    // The wide shape puts the big count on x: accepted.
+    let r = req("transpose", DType::F16, vec![t("x", 256, &[2, m]), t("out", 1 << 40, &[m, 2])]);
+    assert!(ops::plan(&r).is_ok());
+}

@@ -30,7 +30,7 @@ MODULE = "tilerosetta_cutile_rs"
 # (rust/src/ops/<op>.rs: `out.partition([...])`; the first dim's count goes on axis x, unlimited.)
 GRID_YZ = {"transpose": "ceil(M / BM) (out's column tiles)", "silu_and_mul": "ceil(H / BH)",
            "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)", "attention": "ceil(S / BM)",
-           "rope": "the position tiles of S"}
+           "rope": "ceil(S / BS)"}
 _SCALARS = {"rms_norm": ("eps",), "layer_norm": ("eps",), "attention": ("causal", "scale")}
 
 
@@ -144,11 +144,11 @@ class CuTileRsBackend(Backend):
 
     def limits(self, op):
         # args.rs refuses tensors beyond i32 (cuTile-rs shapes and strides are i32). The grid is the output
-        # partition's tile counts (rust/src/ops/): axes y and z are capped at 65535 by CUDA.
+        # partition's tile counts (rust/src/ops/): axes y and z are capped at 65535 by CUDA, which
+        # ops::check_grid enforces before launch.
         text = super().limits(op)
         if op in GRID_YZ:
-            text += (f"; {GRID_YZ[op]} <= 65535 (grid axes y/z; beyond, CUDA refuses the launch: a "
-                     f"TileRosettaRuntimeError, not yet a refusal before launch)")
+            text += f"; {GRID_YZ[op]} <= 65535 (grid axes y/z; refused before launch beyond)"
         return text
 
     # ---- tuning ---------------------------------------------------------------------------------
