@@ -25,7 +25,10 @@ try:
 except ImportError as exc:
     ext, NO_EXT = None, f"extension {MODULE} not built (make build-rust): {exc}"
 
-needs_ext = pytest.mark.skipif(ext is None, reason=NO_EXT or "")
+if ext is not None and getattr(ext, "TENSOR_FIELDS", 4) != 6:
+    NO_EXT = (f"extension {MODULE} built from older sources (tensor tuples without dtype/device): rebuild with "
+              f"make build-rust")
+needs_ext = pytest.mark.skipif(NO_EXT is not None, reason=NO_EXT or "")
 
 
 def test_registered_under_its_name():
@@ -38,6 +41,8 @@ def test_unavailable_reason_is_precise():
     ok, reason = CuTileRsBackend().available()
     if ext is None:
         assert not ok and reason.startswith("extension not built: run make build-rust"), reason
+    elif getattr(ext, "TENSOR_FIELDS", 4) != 6:  # a stale wheel: the adapter sends dtype/device per tensor
+        assert not ok and "extension built from older sources" in reason, reason
     elif not torch.cuda.is_available():
         assert (ok, reason) == (False, "no CUDA GPU")
     else:

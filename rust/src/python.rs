@@ -144,8 +144,13 @@ fn versions() -> HashMap<&'static str, &'static str> {
     HashMap::from([("tilerosetta_cutile_rs", env!("CARGO_PKG_VERSION")), ("cutile", "0.5.0"), ("pyo3", "0.30")])
 }
 
+/// How many fields each tensor tuple has (PyTensor). The adapter checks it, so a wheel built from older
+/// sources (4 fields: no dtype/device per tensor) is reported unavailable instead of refusing every call.
+const TENSOR_FIELDS: usize = 6;
+
 #[pymodule]
 fn tilerosetta_cutile_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("TENSOR_FIELDS", TENSOR_FIELDS)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(ops_implemented, m)?)?;

@@ -31,6 +31,7 @@ MODULE = "tilerosetta_cutile_rs"
 GRID_YZ = {"transpose": "ceil(M / BM) (out's column tiles)", "silu_and_mul": "ceil(H / BH)",
            "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)", "attention": "ceil(S / BM)",
            "rope": "ceil(S / BS)"}
+TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
 _SCALARS = {"rms_norm": ("eps",), "layer_norm": ("eps",), "attention": ("causal", "scale")}
 
 
@@ -68,6 +69,10 @@ class CuTileRsBackend(Backend):
     def available(self):
         if self._mod is None:
             return False, f"extension not built: run make build-rust ({self._import_error})"
+        fields = getattr(self._mod, "TENSOR_FIELDS", 4)
+        if fields != TENSOR_FIELDS:
+            return False, (f"extension built from older sources (tensors of {fields} fields, this adapter sends "
+                           f"{TENSOR_FIELDS}: each tensor's dtype and device): rebuild with make build-rust")
         if not torch.cuda.is_available():
             return False, "no CUDA GPU"
         tc = toolchain.find()
