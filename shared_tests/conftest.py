@@ -97,6 +97,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): pytest-xdist --dist loadgroup keeps a group in one worker")
+    config.addinivalue_line("markers", "big_memory: needs a GPU with 16 GiB free (deselect with -m 'not big_memory')")
 
 
 def _group(item):

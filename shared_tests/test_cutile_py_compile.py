@@ -272,13 +272,13 @@ def test_matmul_and_attention_plans_clamp_tiles():
     p = cfg.plan_matmul(1, 1, 1000, 257, {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8})
     assert (p["BM"], p["BN"], p["BK"]) == (16, 128, 32) and p["grid"] == (8, 1, 1)
     p = cfg.plan_matmul(5, 127, 129, 131, {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8})
-    assert p["grid"] == (2, 5, 1)
+    assert p["grid"] == (2 * 5, 1, 1)  # flat: output tiles x batch entries
     p = cfg.plan_attention(4 * 32, 4096, 128, {"BM": 128, "BN": 64})
-    assert p["grid"] == (32, 128, 1) and (p["BM"], p["BN"]) == (128, 64)
+    assert p["grid"] == (32 * 128, 1, 1) and (p["BM"], p["BN"]) == (128, 64)  # flat: query blocks x B*H
     p = cfg.plan_attention(1, 1, 64, {"BM": 128, "BN": 64})
     assert (p["BM"], p["BN"]) == (16, 16)
-    with pytest.raises(ValueError, match="grid"):
-        cfg.plan_attention(70000, 64, 64, {"BM": 64, "BN": 64})
+    # B*H beyond grid y's 65535 (issue 16): the flat axis x takes it.
+    assert cfg.plan_attention(70000, 64, 64, {"BM": 64, "BN": 64})["grid"] == (70000, 1, 1)
 
 
 def test_backend_says_why_it_cannot_run_here():

@@ -25,7 +25,10 @@ try:
 except ImportError as exc:
     ext, NO_EXT = None, f"extension {MODULE} not built (make build-rust): {exc}"
 
-needs_ext = pytest.mark.skipif(ext is None, reason=NO_EXT or "")
+if ext is not None and getattr(ext, "TENSOR_FIELDS", 4) != 6:
+    NO_EXT = (f"extension {MODULE} built from older sources (tensor tuples without dtype/device): rebuild with "
+              f"make build-rust")
+needs_ext = pytest.mark.skipif(NO_EXT is not None, reason=NO_EXT or "")
 
 
 def test_registered_under_its_name():
@@ -38,6 +41,8 @@ def test_unavailable_reason_is_precise():
     ok, reason = CuTileRsBackend().available()
     if ext is None:
         assert not ok and reason.startswith("extension not built: run make build-rust"), reason
+    elif getattr(ext, "TENSOR_FIELDS", 4) != 6:  # a stale wheel: the adapter sends dtype/device per tensor
+        assert not ok and "extension built from older sources" in reason, reason
     elif not torch.cuda.is_available():
         assert (ok, reason) == (False, "no CUDA GPU")
     else:
@@ -53,7 +58,7 @@ def test_request_carries_plain_integers():
     assert (op, dtype, device, stream) == ("attention", "fp16", 0, 0)
     assert [a[0] for a in arrays] == ["q", "k", "v", "out"]
     assert arrays[0][1] == q.data_ptr() and arrays[3][1] == out.data_ptr()
-    assert arrays[0][2:] == ([2, 3, 5, 64], [960, 320, 64, 1])
+    assert arrays[0][2:] == ([2, 3, 5, 64], [960, 320, 64, 1], "fp16", "cpu")  # each tensor's dtype, device
     assert scalars == {"causal": 1.0, "scale": pytest.approx(1 / math.sqrt(64))}
     assert config == {}
     _, _, _, _, _, scalars, _ = b.request("rms_norm", (torch.zeros(2, 4), torch.zeros(4), torch.zeros(2, 4)),
@@ -78,7 +83,7 @@ def _args(op, dtype="fp32", **shapes):
     for name in list(spec.inputs) + list(spec.outputs):
         shape = shapes[name]
         strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
-        arrays.append((name, ptr, list(shape), strides))
+        arrays.append((name, ptr, list(shape), strides, dtype, "cuda:0"))
         ptr += (math.prod(shape) * 4 + 4095) // 4096 * 4096 + 4096
     scalars = {"rms_norm": {"eps": 1e-6}, "layer_norm": {"eps": 1e-5},
                "attention": {"causal": 0.0, "scale": 0.125}}.get(op, {})
@@ -116,11 +121,11 @@ def test_extension_accepts_valid_and_names_bad_argument(op):
 @needs_ext
 def test_extension_refuses_bad_raw_arguments():
     args = _args("vector_add", **VALID["vector_add"])
-    args[4][0] = ("a", 0, [1000], [1])
+    args[4][0] = ("a", 0, [1000], [1], "fp32", "cuda:0")
     with pytest.raises(ValueError, match=r"argument 'a': null data pointer"):
         ext.validate(*args)
     args = _args("vector_add", **VALID["vector_add"])
-    args[4][1] = ("b", 1 << 20, [1000], [2])
+    args[4][1] = ("b", 1 << 20, [1000], [2], "fp32", "cuda:0")
     with pytest.raises(ValueError, match=r"argument 'b': must be contiguous"):
         ext.validate(*args)
     with pytest.raises(ValueError, match=r"argument 'dtype'"):
@@ -136,6 +141,22 @@ def test_extension_refuses_bad_raw_arguments():
         ext.validate(*args)
     args[6] = {"OCC": 2, "W": 4}
     assert ext.validate(*args) == {"BLOCK": 1024, "OCC": 2, "W": 4}
+
+
+@needs_ext
+def test_extension_checks_each_tensors_dtype_device_and_size1_strides():
+    """The raw path (implementations(), no BoundOp) reaches Rust with whatever the caller passed: every
+    tensor's own dtype and device must match the launch's, or the kernel reads/writes out of bounds."""
+    for i, dtype, device, want in [(0, "fp16", "cuda:0", r"argument 'a': dtype fp16 differs"),
+                                   (2, "bf16", "cuda:0", r"argument 'out': dtype bf16 differs"),
+                                   (1, "fp32", "cpu", r"argument 'b': tensor is on cpu")]:
+        args = _args("vector_add", **VALID["vector_add"])
+        args[4][i] = (*args[4][i][:4], dtype, device)
+        with pytest.raises(ValueError, match=want):
+            ext.validate(*args)
+    args = _args("softmax", x=(1, 4099), out=(1, 4099))
+    args[4] = [(n, p, shape, [3, 1], dt, dev) for n, p, shape, _, dt, dev in args[4]]  # torch: contiguous
+    assert ext.validate(*args)
 
 
 @needs_ext

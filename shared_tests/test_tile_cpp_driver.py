@@ -81,18 +81,18 @@ def test_attention_parameters(fake_driver, tmp_path):
                             "bfloat16", {"causal": True, "scale": 0.5})
     assert result == "ok", result
     grid, params = log[2].split(" block=")[0], log[2].split("params=")[1].split()
-    assert grid == "launch grid=3,6,1"
+    assert grid == "launch grid=18,1,1"  # one flat axis: 3 query blocks x B*H 6
     assert params[:4] == ["p:4096", "p:8192", "p:12288", "p:16384"]
     assert params[4] == "i:6" and params[5] == "i:300" and params[7] == "i:1"  # B*H, S, causal
     assert float(params[6][2:]) == pytest.approx(0.5 * 1.4426950408889634, rel=1e-6)
 
 
-def test_bmm_uses_grid_y_for_the_batch(fake_driver, tmp_path):
+def test_bmm_folds_the_batch_into_grid_x(fake_driver, tmp_path):
     result, log = run_child(fake_driver, tmp_path, "pppiiii", "bmm_fp32_64_64_32_0",
                             [[5, 127, 131], [5, 131, 129], [5, 127, 129]], "float32", {})
     assert result == "ok", result
     assert log[1] == "function bmm_fp32_64_64_32_0"  # K, N not multiples of 4 floats: the generic twin
-    assert log[2].startswith("launch grid=6,5,1 block=1,1,1")
+    assert log[2].startswith("launch grid=30,1,1 block=1,1,1")  # 6 output tiles x Bt 5
     assert log[2].endswith("i:5 i:127 i:129 i:131 ")  # Bt, M, N, K
 
 

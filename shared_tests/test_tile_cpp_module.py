@@ -142,6 +142,22 @@ def test_refuses_bad_params_and_head_dim():
     refused("rope_fp32_16_64_4", r, op="rope", arg="q", match="even")
 
 
+def test_refuses_param_values_the_spec_refuses():
+    """The raw path reaches the module without the shared validation: it applies the same Param rules
+    (specs/base.py): no str -> float conversion, no truthiness for causal, eps/scale finite and > 0."""
+    x, w, out = fakes("rms_norm", {"M": 3, "N": 7})
+    for eps in (True, "1e-5", [1e-5]):
+        refused("rms_norm_fp32_1_1024_4", [x, w, out], {"eps": eps}, op="rms_norm", arg="eps", exc=TypeError)
+    for eps in (0.0, -1e-5, float("nan"), float("inf")):
+        refused("rms_norm_fp32_1_1024_4", [x, w, out], {"eps": eps}, op="rms_norm", arg="eps", match="> 0")
+    q = fakes("attention", {"B": 1, "H": 2, "S": 17, "D": 64}, torch.float16)
+    for causal in ("false", "yes", 1, None):
+        refused("attention_fp16_64_128_64_0", q, {"causal": causal, "scale": None}, op="attention",
+                arg="causal", exc=TypeError, match="bool")
+    refused("attention_fp16_64_128_64_0", q, {"causal": True, "scale": -0.5}, op="attention", arg="scale",
+            match="> 0")
+
+
 def test_unknown_kernel_is_refused():
     with pytest.raises(ValueError, match="unknown kernel"):
         mod.plan("softmax_fp32_3_3_4", fakes("softmax", {"M": 1, "N": 1}), {})
@@ -151,13 +167,18 @@ def test_unknown_kernel_is_refused():
 @pytest.mark.parametrize("kernel, op, dims, params, grid, ints", [
     ("vector_add_fp32_1024", "vector_add", {"N": 4099}, {}, (5, 1, 1), [4099]),
     ("vector_add_fp32_1024", "vector_add", {"N": 1}, {}, (1, 1, 1), [1]),
-    ("transpose_fp32_32_32", "transpose", {"M": 300, "N": 1000}, {}, (10, 32, 1), [300, 1000]),
+    # One flat grid axis x wherever a count could pass grid y's 65535 (issue 16): the kernels unflatten it.
+    ("transpose_fp32_32_32", "transpose", {"M": 300, "N": 1000}, {}, (10 * 32, 1, 1), [300, 1000]),
     ("softmax_fp32_4_512_4", "softmax", {"M": 257, "N": 4099}, {}, (65, 1, 1), [257, 4099]),
-    ("silu_and_mul_fp32_4_256", "silu_and_mul", {"M": 257, "H": 4099}, {}, (65, 17, 1), [257, 4099]),
-    ("rope_fp32_16_64_4", "rope", {"B": 2, "H": 3, "S": 17, "D": 128}, {}, (2, 6, 1), [17, 128]),
-    # matmul/bmm: x is the flat (swizzled in the kernel) output-tile index, y the batch entry
+    ("silu_and_mul_fp32_4_256", "silu_and_mul", {"M": 257, "H": 4099}, {}, (65 * 17, 1, 1), [257, 4099]),
+    ("rope_fp32_16_64_4", "rope", {"B": 2, "H": 3, "S": 17, "D": 128}, {}, (2 * 6, 1, 1), [17, 128]),
+    # matmul/bmm: x is batch entry * tiles + the output-tile index (swizzled in the kernel)
     ("matmul_fp32_64_64_32_0", "matmul", {"M": 127, "N": 129, "K": 131}, {}, (6, 1, 1), [1, 127, 129, 131]),
-    ("bmm_fp32_64_64_32_0", "bmm", {"Bt": 5, "M": 127, "N": 129, "K": 131}, {}, (6, 5, 1), [5, 127, 129, 131]),
+    ("bmm_fp32_64_64_32_0", "bmm", {"Bt": 5, "M": 127, "N": 129, "K": 131}, {}, (6 * 5, 1, 1), [5, 127, 129, 131]),
+    # counts beyond grid y's 65535 fit grid x
+    ("bmm_fp32_64_64_32_0", "bmm", {"Bt": 70000, "M": 1, "N": 1, "K": 1}, {}, (70000, 1, 1), [70000, 1, 1, 1]),
+    ("transpose_fp32_32_32", "transpose", {"M": 2, "N": 65536 * 33}, {}, (65536 * 33 // 32, 1, 1),
+     [2, 65536 * 33]),
 ])
 def test_plan_grid(kernel, op, dims, params, grid, ints):
     plan = mod.plan(kernel, fakes(op, dims), params)
@@ -168,7 +189,7 @@ def test_plan_grid(kernel, op, dims, params, grid, ints):
 def test_plan_attention_scale_and_causal():
     q = fakes("attention", {"B": 2, "H": 3, "S": 300, "D": 128}, torch.bfloat16)
     plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": True, "scale": None})
-    assert tuple(plan["grid"]) == (3, 6, 1)
+    assert tuple(plan["grid"]) == (3 * 6, 1, 1)
     assert list(plan["ints"]) == [6, 300, 1]
     assert plan["floats"][0] == pytest.approx(math.log2(math.e) / math.sqrt(128), rel=1e-6)
     plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": False, "scale": 0.3})

@@ -1,5 +1,5 @@
 // attention: flash-attention forward, out = softmax(q k^T * scale [+ causal mask]) v, q/k/v/out
-// (B, H, S, D) with D a compile-time head dim. Block (bx, by) owns query rows [bx*TQ, (bx+1)*TQ) of
+// (B, H, S, D) with D a compile-time head dim. Block (bx, by) (one flat grid index, bx fastest) owns query rows [bx*TQ, (bx+1)*TQ) of
 // batch-head by and walks the keys in TK chunks with an online softmax (running max m, running sum l,
 // fp32 accumulator rescaled by exp2(m_old - m_new)). Scores are kept in log2 units (the module passes
 // scale * log2(e)), so exp2 is used throughout.
@@ -18,8 +18,10 @@
 template <typename T, int D, int TQ, int TK>
 __tile__ void attention_tile(T* __restrict__ q, T* __restrict__ k, T* __restrict__ v, T* __restrict__ out,
                              int S, float qk_scale_log2, int causal) {
-  long long off = (long long)ct::bid().y * S * D;
-  int bx = ct::bid().x;
+  // One flat grid axis (cpp/src/ops.cpp), query blocks fastest: B*H may exceed grid y's 65535.
+  int nq = tr::ceil_div(S, TQ);
+  long long off = (long long)(ct::bid().x / nq) * S * D;
+  int bx = ct::bid().x % nq;
   ct::partition_view pq{ct::tensor_span{q + off, ct::extents{S, D}}, ct::shape<TQ, D>{}};
   ct::partition_view pk{ct::tensor_span{k + off, ct::extents{S, D}}, ct::shape<TK, D>{}};
   ct::partition_view pv{ct::tensor_span{v + off, ct::extents{S, D}}, ct::shape<TK, D>{}};

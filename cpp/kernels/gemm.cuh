@@ -40,9 +40,10 @@ __tile__ void gemm_tile(T* __restrict__ a, T* __restrict__ b, T* __restrict__ ou
   ct::partition_view pb{ct::tensor_span{b, ct::extents{Bt, K, N}}, ct::shape<1, TK, TN>{}};
   ct::partition_view po{ct::tensor_span{out, ct::extents{Bt, M, N}}, ct::shape<1, TM, TN>{}};
 
-  int z = ct::bid().y;
+  // One flat grid axis (cpp/src/ops.cpp), output tiles fastest: Bt may exceed grid y's 65535.
   int tiles_m = tr::ceil_div(M, TM), tiles_n = tr::ceil_div(N, TN);
-  int pid = ct::bid().x;
+  int z = ct::bid().x / (tiles_m * tiles_n);
+  int pid = ct::bid().x % (tiles_m * tiles_n);
   int per_group = TR_GEMM_GROUP_M * tiles_n;
   int first_m = (pid / per_group) * TR_GEMM_GROUP_M;
   int rows = tiles_m - first_m < TR_GEMM_GROUP_M ? tiles_m - first_m : TR_GEMM_GROUP_M;

@@ -1,5 +1,5 @@
 // rope (Llama half rotation): out = q * cos + rotate_half(q) * sin, rotate_half(q) = [-q2, q1] for
-// q = [q1, q2] split at D/2. Block (bx, by) handles positions [bx*TS, (bx+1)*TS) of batch-head by.
+// q = [q1, q2] split at D/2. Block (bx, by) handles positions [bx*TS, (bx+1)*TS) of batch-head by (one flat grid index, bx fastest).
 // The halves of q, cos, sin and out are (S, D/2) views with row stride D, walked in TD-column chunks,
 // so any even D works (cos/sin are read as given: both halves, not assumed equal).
 #include "common.cuh"
@@ -7,8 +7,10 @@
 template <bool A, typename T, int TS, int TD>
 __tile__ void rope_tile(T* q, T* cos, T* sin, T* out, int S, int D) {
   q = tr::al<A>(q), cos = tr::al<A>(cos), sin = tr::al<A>(sin), out = tr::al<A>(out);
-  long long bh = ct::bid().y;
-  unsigned bx = ct::bid().x;
+  // One flat grid axis (cpp/src/ops.cpp), position blocks fastest: B*H may exceed grid y's 65535.
+  unsigned tiles_s = tr::ceil_div(S, TS);
+  long long bh = ct::bid().x / tiles_s;
+  unsigned bx = ct::bid().x % tiles_s;
   int h = tr::dv<A, T>(D / 2);  // A: D/2 (the halves' offset) is a multiple of 16 bytes of T
   D = 2 * h;
   T* qb = tr::al<A>(q + bh * S * D);

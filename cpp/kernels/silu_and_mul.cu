@@ -11,7 +11,9 @@ __tile__ void silu_and_mul_tile(T* x, T* out, int M, int H) {
   ct::partition_view pg{tr::strided_rows(x, M, H, 2 * H), shp};
   ct::partition_view pu{tr::strided_rows(tr::al<A>(x + H), M, H, 2 * H), shp};
   ct::partition_view po{ct::tensor_span{out, ct::extents{M, H}}, shp};
-  unsigned bx = ct::bid().x, by = ct::bid().y;
+  // One flat grid axis (cpp/src/ops.cpp), M tiles fastest: ceil(H/TN) may exceed grid y's 65535.
+  unsigned tiles_m = tr::ceil_div(M, TM);
+  unsigned bx = ct::bid().x % tiles_m, by = ct::bid().x / tiles_m;
   auto g = ct::element_cast<float>(pg.load_masked(bx, by));
   auto u = ct::element_cast<float>(pu.load_masked(bx, by));
   auto silu = g / (1.0f + ct::exp(-g));

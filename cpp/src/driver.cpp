@@ -93,8 +93,13 @@ Driver& ready() {
   return d;
 }
 
+// The caches below are process-wide: a caller that releases the GIL (or a second interpreter thread
+// once pybind11 releases it around a launch) must not race on them, so each has its own mutex (two,
+// because get_function makes a context current, which reads the context cache).
 CUcontext primary_context(int device) {
+  static std::mutex lock;
   static std::map<int, CUcontext> contexts;
+  std::lock_guard<std::mutex> hold(lock);
   auto it = contexts.find(device);
   if (it != contexts.end()) return it->second;
   Driver& d = ready();
@@ -165,6 +170,8 @@ int device_arch(int device) {
 CUfunction get_function(int device, const std::string& op, const std::string& name) {
   static std::map<std::pair<int, std::string>, CUmodule> modules;
   static std::map<std::pair<int, std::string>, CUfunction> functions;
+  static std::mutex lock;
+  std::lock_guard<std::mutex> hold(lock);
   auto fkey = std::make_pair(device, name);
   if (auto it = functions.find(fkey); it != functions.end()) return it->second;
   Driver& d = ready();

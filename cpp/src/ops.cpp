@@ -92,16 +92,26 @@ std::int64_t eval_dim(const std::string& expr, const std::map<std::string, std::
   return std::stoll(expr.substr(0, star)) * dims.at(expr.substr(star + 1));
 }
 
+// A finite float > 0 (eps, scale), as the spec's Param declares it. Checked here too because the raw
+// path (backend.implementations()) reaches the module without the shared validation: a str is refused,
+// not converted, and a bool is not a number (True would otherwise be 1.0).
 double param_number(const std::string& op, const py::dict& params, const char* key) {
   if (!params.contains(key)) throw ArgError{op, key, "missing parameter"};
   py::object v = params[key];
-  try {
-    double x = v.cast<double>();
-    if (!std::isfinite(x)) throw ArgError{op, key, "expected a finite number, got " + std::string(py::repr(v))};
-    return x;
-  } catch (const py::cast_error&) {
-    throw ArgError{op, key, "expected a number, got " + std::string(py::repr(v)), true};
-  }
+  if (py::isinstance<py::bool_>(v) || !(py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v)))
+    throw ArgError{op, key, "expected a finite float > 0, got " + std::string(py::repr(v)), true};
+  double x = v.cast<double>();
+  if (!std::isfinite(x) || x <= 0) throw ArgError{op, key, "expected a finite value > 0, got " + std::string(py::repr(v))};
+  return x;
+}
+
+// A Python bool only (causal): "false" and 0/1 are refused instead of being taken by truthiness.
+bool param_flag(const std::string& op, const py::dict& params, const char* key, bool fallback) {
+  if (!params.contains(key)) return fallback;
+  py::object v = params[key];
+  if (!py::isinstance<py::bool_>(v))
+    throw ArgError{op, key, "expected a bool (True or False), got " + std::string(py::repr(v)), true};
+  return v.cast<bool>();
 }
 
 unsigned blocks(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
@@ -199,6 +209,15 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
   auto ints = [&](std::initializer_list<std::int64_t> v) {
     for (auto x : v) plan.ints.push_back(static_cast<std::int32_t>(x));
   };
+  // A flat grid x of the product of these block counts (the kernels unflatten it, first count fastest):
+  // grid y/z stop at 65535, x at 2^31-1, which no valid call reaches (each block covers >= 1 element).
+  auto flat = [&](std::initializer_list<std::int64_t> counts) {
+    std::int64_t n = 1;
+    for (auto c : counts) n *= c;
+    if (n > kMaxInt)
+      throw ArgError{op, sig.tensors[0].first, std::to_string(n) + " blocks exceed grid x's limit of 2^31-1"};
+    return static_cast<unsigned>(n);
+  };
   // Kernel parameter order: all pointers, then ints and floats as each kernel declares them.
   std::string kinds(plan.pointers.size(), 'p');
   if (op == "vector_add") {
@@ -206,8 +225,7 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
     plan.grid[0] = blocks(dm["N"], k.get("TILE"));
   } else if (op == "transpose") {
     ints({dm["M"], dm["N"]}), kinds += "ii";
-    plan.grid[0] = blocks(dm["M"], k.get("TM"));
-    plan.grid[1] = blocks(dm["N"], k.get("TN"));
+    plan.grid[0] = flat({blocks(dm["M"], k.get("TM")), blocks(dm["N"], k.get("TN"))});
   } else if (op == "softmax" || op == "rms_norm" || op == "layer_norm") {
     ints({dm["M"], dm["N"]}), kinds += "ii";
     if (op != "softmax") {
@@ -217,37 +235,30 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
     plan.grid[0] = blocks(dm["M"], k.get("TM"));
   } else if (op == "silu_and_mul") {
     ints({dm["M"], dm["H"]}), kinds += "ii";
-    plan.grid[0] = blocks(dm["M"], k.get("TM"));
-    plan.grid[1] = blocks(dm["H"], k.get("TN"));
+    plan.grid[0] = flat({blocks(dm["M"], k.get("TM")), blocks(dm["H"], k.get("TN"))});
   } else if (op == "rope") {
     if (dm["D"] % 2) throw ArgError{op, "q", "head dim D=" + std::to_string(dm["D"]) + " must be even for half rotation"};
     ints({dm["S"], dm["D"]}), kinds += "ii";
-    plan.grid[0] = blocks(dm["S"], k.get("TS"));
-    plan.grid[1] = static_cast<unsigned>(dm["B"] * dm["H"]);
+    plan.grid[0] = flat({blocks(dm["S"], k.get("TS")), dm["B"] * dm["H"]});
   } else if (op == "matmul" || op == "bmm") {
     // Bt first: the kernel views a, b, out as (Bt, M, K) etc. (Bt = 1 for matmul), see gemm.cuh.
     ints({op == "bmm" ? dm["Bt"] : 1, dm["M"], dm["N"], dm["K"]}), kinds += "iiii";
-    // x: the flat output-tile index (the kernel swizzles it for L2 reuse), y: the batch entry.
-    std::int64_t tiles = static_cast<std::int64_t>(blocks(dm["M"], k.get("TM"))) * blocks(dm["N"], k.get("TN"));
-    if (tiles > kMaxInt) throw ArgError{op, "out", std::to_string(tiles) + " output tiles exceed the grid's x limit"};
-    plan.grid[0] = static_cast<unsigned>(tiles);
-    plan.grid[1] = op == "bmm" ? static_cast<unsigned>(dm["Bt"]) : 1u;
+    // x: batch entry * tiles + the output-tile index (the kernel swizzles the latter for L2 reuse).
+    plan.grid[0] = flat({blocks(dm["M"], k.get("TM")), blocks(dm["N"], k.get("TN")), op == "bmm" ? dm["Bt"] : 1});
   } else if (op == "attention") {
     if (dm["D"] != k.get("D"))
       throw ArgError{op, "q", "head dim D=" + std::to_string(dm["D"]) + " does not match kernel " + k.name +
                                   " (D=" + std::to_string(k.get("D")) + ")"};
     double scale = 1.0 / std::sqrt(static_cast<double>(dm["D"]));
     if (params.contains("scale") && !py::object(params["scale"]).is_none()) scale = param_number(op, params, "scale");
-    bool causal = false;
-    if (params.contains("causal")) causal = py::bool_(params["causal"]);
+    bool causal = param_flag(op, params, "causal", false);
     // B*H first: the kernel views q, k, v, out as (B*H, S, D), see attention.cu.
     plan.ints.push_back(static_cast<std::int32_t>(dm["B"] * dm["H"]));
     plan.ints.push_back(static_cast<std::int32_t>(dm["S"]));
     plan.floats.push_back(static_cast<float>(scale * 1.4426950408889634));  // log2(e): kernel uses exp2
     plan.ints.push_back(causal ? 1 : 0);
     kinds += "iifi";
-    plan.grid[0] = blocks(dm["S"], k.get("TQ"));
-    plan.grid[1] = static_cast<unsigned>(dm["B"] * dm["H"]);
+    plan.grid[0] = flat({blocks(dm["S"], k.get("TQ")), dm["B"] * dm["H"]});
   } else {
     throw std::logic_error("no launch plan for op " + op);
   }

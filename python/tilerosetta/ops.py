@@ -78,7 +78,7 @@ def _wrapper(op: str):
         return call(op, *inputs, backend=backend, **params)
 
     fn.__name__ = fn.__qualname__ = op
-    params = ", ".join(f"{k}={v!r}" for k, v in spec.params.items())
+    params = ", ".join(f"{k}={v!r}" for k, v in spec.full_params({}).items())
     fn.__doc__ = (f"{spec.summary}\n\n{op}({', '.join(spec.inputs)}{', ' + params if params else ''}, "
                   f"backend=None) -> {', '.join(spec.outputs)} (allocated)")
     return fn

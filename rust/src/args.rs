@@ -70,19 +70,40 @@ impl fmt::Display for ArgError {
 
 impl std::error::Error for ArgError {}
 
-/// One torch tensor as raw parts. Python passes strides too, so a non-contiguous view is refused here
-/// even if a caller bypasses the spine's validation.
+/// One torch tensor as raw parts. Python passes strides, dtype and device of every tensor, so a
+/// non-contiguous view, a tensor of another dtype (read or written with the wrong element size: out of
+/// bounds) or a tensor on another device (an illegal address that poisons the CUDA context) is refused
+/// here even if a caller bypasses the spine's validation (`implementations()`, the raw path).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorArg {
     pub name: String,
     pub ptr: u64,
     pub shape: Vec<i64>,
     pub strides: Vec<i64>,
+    /// The tensor's dtype as Python names it ("fp32", "fp16", "bf16", or e.g. "float64"); empty when
+    /// unknown, which `Request::check_placement` refuses.
+    pub dtype: String,
+    /// torch's device string ("cuda:0", "cpu"); empty when unknown (refused too).
+    pub device: String,
 }
 
 impl TensorArg {
+    /// A tensor whose dtype and device are not stated yet: refused until `on` states them.
     pub fn new(name: &str, ptr: u64, shape: &[i64], strides: &[i64]) -> Self {
-        TensorArg { name: name.to_string(), ptr, shape: shape.to_vec(), strides: strides.to_vec() }
+        TensorArg {
+            name: name.to_string(),
+            ptr,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            dtype: String::new(),
+            device: String::new(),
+        }
+    }
+    /// The same tensor with its dtype name and device string.
+    pub fn on(mut self, dtype: &str, device: &str) -> Self {
+        self.dtype = dtype.to_string();
+        self.device = device.to_string();
+        self
     }
     pub fn numel(&self) -> i64 {
         self.shape.iter().product()
@@ -96,6 +117,20 @@ pub fn contiguous_strides(shape: &[i64]) -> Vec<i64> {
         strides[i] = strides[i + 1] * shape[i + 1].max(1);
     }
     strides
+}
+
+/// Whether strides describe a row-major contiguous layout of shape, as torch decides it: the stride of
+/// an extent-1 dim is never used to address an element, so any value is contiguous there
+/// (torch.randn(5, 1).t() has strides (1, 1)).
+pub fn is_contiguous(shape: &[i64], strides: &[i64]) -> bool {
+    let mut expect = 1i64;
+    for (&extent, &stride) in shape.iter().zip(strides).rev() {
+        if extent != 1 && stride != expect {
+            return false;
+        }
+        expect = expect.saturating_mul(extent);
+    }
+    shape.len() == strides.len()
 }
 
 /// Checks one tensor: rank, extents (positive, within cuTile's i32 indexing), contiguity, pointer
@@ -117,7 +152,7 @@ pub fn check_tensor(op: &str, t: &TensorArg, rank: usize, dtype: DType) -> Resul
         Some(n) if n <= i32::MAX as i64 => {}
         _ => return fail(format!("shape {:?} has more than 2^31-1 elements (cuTile-rs indexes with i32)", t.shape)),
     }
-    if t.strides != contiguous_strides(&t.shape) {
+    if !is_contiguous(&t.shape, &t.strides) {
         return fail(format!("must be contiguous row-major: strides {:?} for shape {:?}", t.strides, t.shape));
     }
     if t.ptr == 0 {
@@ -181,6 +216,24 @@ impl Request {
     pub fn check_device(&self) -> Result<(), ArgError> {
         if self.device < 0 {
             return Err(ArgError::new(&self.op, "device", format!("invalid CUDA device index {}", self.device)));
+        }
+        Ok(())
+    }
+
+    /// Every tensor has the launch's dtype and lives on the launch's CUDA device. The kernels are
+    /// specialised for one element type and launched on one device: anything else reads or writes out
+    /// of bounds or dereferences a host pointer on the GPU.
+    pub fn check_placement(&self) -> Result<(), ArgError> {
+        let device = format!("cuda:{}", self.device);
+        for t in &self.tensors {
+            if t.dtype != self.dtype.name() {
+                let got = if t.dtype.is_empty() { "not given" } else { t.dtype.as_str() };
+                return Err(ArgError::new(&self.op, &t.name, format!("dtype {got} differs from the launch dtype {}", self.dtype.name())));
+            }
+            if t.device != device {
+                let got = if t.device.is_empty() { "not given" } else { t.device.as_str() };
+                return Err(ArgError::new(&self.op, &t.name, format!("tensor is on {got}, the launch is on {device} (cutile_rs needs cuda tensors on one device)")));
+            }
         }
         Ok(())
     }

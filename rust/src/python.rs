@@ -12,7 +12,8 @@ use crate::args::{ArgError, DType, Request, TensorArg};
 use crate::ops::{self, LaunchError};
 use crate::{compile, config};
 
-type PyTensor = (String, u64, Vec<i64>, Vec<i64>);
+/// (name, data_ptr, shape, strides, dtype name, device string) of one tensor, as the adapter sends it.
+type PyTensor = (String, u64, Vec<i64>, Vec<i64>, String, String);
 
 fn value_error(e: ArgError) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -36,7 +37,7 @@ fn request(
         dtype: DType::parse(op, dtype).map_err(value_error)?,
         device,
         stream,
-        tensors: tensors.into_iter().map(|(n, p, s, st)| TensorArg::new(&n, p, &s, &st)).collect(),
+        tensors: tensors.into_iter().map(|(n, p, s, st, dt, dev)| TensorArg::new(&n, p, &s, &st).on(&dt, &dev)).collect(),
         scalars,
         config,
     })
@@ -143,8 +144,13 @@ fn versions() -> HashMap<&'static str, &'static str> {
     HashMap::from([("tilerosetta_cutile_rs", env!("CARGO_PKG_VERSION")), ("cutile", "0.5.0"), ("pyo3", "0.30")])
 }
 
+/// How many fields each tensor tuple has (PyTensor). The adapter checks it, so a wheel built from older
+/// sources (4 fields: no dtype/device per tensor) is reported unavailable instead of refusing every call.
+const TENSOR_FIELDS: usize = 6;
+
 #[pymodule]
 fn tilerosetta_cutile_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("TENSOR_FIELDS", TENSOR_FIELDS)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(ops_implemented, m)?)?;

@@ -8,7 +8,9 @@ fn t(name: &str, ptr: u64, shape: &[i64]) -> TensorArg {
     TensorArg::new(name, ptr, shape, &contiguous_strides(shape))
 }
 
+/// A request whose tensors all have its dtype and live on cuda:0 (what the adapter sends for a good call).
 fn req(op: &str, dtype: DType, tensors: Vec<TensorArg>) -> Request {
+    let tensors = tensors.into_iter().map(|t| t.on(dtype.name(), "cuda:0")).collect();
     Request { op: op.into(), dtype, device: 0, stream: 0, tensors, scalars: vec![], config: vec![] }
 }
 
@@ -41,6 +43,7 @@ fn tensor_checks_name_the_argument() {
         (t("x", 258, &[3, 4]), "aligned"),
         (t("x", 256, &[3, 0]), "positive"),
         (TensorArg::new("x", 256, &[3, 4], &[1, 3]), "contiguous"),
+        (TensorArg::new("x", 256, &[3, 4], &[4, 2]), "contiguous"),
         (t("x", 256, &[1 << 16, 1 << 16]), "2^31"),
     ];
     for (arg, want) in cases {
@@ -164,4 +167,55 @@ fn specs_views_match_launch_shapes() {
     // Wrong dims are refused, naming op and argument.
     let e = ops::specs("bmm", DType::F16, &config::default_config("bmm", DType::F16, &[]), &[1, 2, 3]).err().unwrap();
     assert_eq!((e.op.as_str(), e.arg.as_str()), ("bmm", "dims"));
+}
+
+#[test]
+fn size1_dims_may_have_any_stride() {
+    // torch calls these contiguous (torch.randn(5, 1).t(): shape (1, 5), strides (1, 1)); the stride of
+    // an extent-1 dim never addresses an element.
+    for (shape, strides) in [(vec![1i64, 5], vec![1i64, 1]), (vec![1, 5], vec![7, 1]), (vec![3, 1], vec![1, 3]), (vec![1, 1], vec![9, 9])] {
+        let x = TensorArg::new("x", 256, &shape, &strides);
+        assert!(check_tensor("softmax", &x, 2, DType::F32).is_ok(), "{shape:?} {strides:?}");
+    }
+}
+
+#[test]
+fn every_tensor_must_have_the_launch_dtype_and_device() {
+    let good = || vec![t("a", 256, &[1000]), t("b", 8192, &[1000]), t("out", 65536, &[1000])];
+    assert!(ops::plan(&req("vector_add", DType::F16, good())).is_ok());
+    // An fp32 input in an fp16 launch is read as twice as many fp16 elements; an fp32 output handed to a
+    // bf16 kernel the other way round: refused, naming the tensor.
+    for (i, dtype, device, want) in [
+        (0, "fp32", "cuda:0", "dtype fp32 differs"),
+        (2, "bf16", "cuda:0", "dtype bf16 differs"),
+        (1, "float64", "cuda:0", "dtype float64 differs"),
+        (0, "fp16", "cpu", "tensor is on cpu"),
+        (2, "fp16", "cuda:1", "tensor is on cuda:1"),
+        (1, "", "", "dtype not given"),
+    ] {
+        let mut r = req("vector_add", DType::F16, good());
+        r.tensors[i] = r.tensors[i].clone().on(dtype, device);
+        let e = err(&r);
+        assert_eq!(e.arg, r.tensors[i].name, "{want}: {e}");
+        assert!(e.message.contains(want), "{want}: {e}");
+    }
+    // A tensor built without dtype/device is refused (the safe default), as is a device string w/o index.
+    let mut r = req("vector_add", DType::F16, good());
+    r.tensors[1] = t("b", 8192, &[1000]);
+    assert!(err(&r).message.contains("not given"));
+    r.tensors[1] = t("b", 8192, &[1000]).on("fp16", "cuda");
+    assert!(err(&r).message.contains("tensor is on cuda,"));
+}
+
+#[test]
+fn grid_counts_beyond_65535_on_axis_y_are_refused_before_launch() {
+    // transpose: out (N, M) is partitioned in (BN, BM) tiles, so ceil(M / BM) lands on grid y.
+    let m = 65536 * 256;
+    let r = req("transpose", DType::F16, vec![t("x", 256, &[m, 2]), t("out", 1 << 40, &[2, m])]);
+    let e = err(&r);
+    assert_eq!(e.arg, "x");
+    assert!(e.message.contains("65535") && e.message.contains("ceil(M / BM)"), "{e}");
+    // The wide shape puts the big count on x: accepted.
+    let r = req("transpose", DType::F16, vec![t("x", 256, &[2, m]), t("out", 1 << 40, &[m, 2])]);
+    assert!(ops::plan(&r).is_ok());
 }

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from tilerosetta.errors import BackendUnavailable, OpMissing, TileRosettaError
+from tilerosetta.errors import BackendUnavailable, OpMissing, TileRosettaError, runtime_failure
 from tilerosetta.specs import OP_NAMES, get_spec
 
 
@@ -37,19 +37,33 @@ class BoundOp:
                                    f"expected {len(names)} tensors ({', '.join(names)}), got {len(tensors)}")
         spec.validate(name, self.backend.device_type, dict(zip(names, tensors)), params,
                       self.backend.dtypes(spec.name))
+        limit = self.backend.element_limit(spec.name)
+        if limit is not None:
+            for n, t in zip(names, tensors):
+                if t.numel() > limit:
+                    raise TileRosettaError(spec.name, name, n, (
+                        f"{t.numel()} elements exceed this backend's limit of {limit} per tensor (its kernels "
+                        f"index with 32-bit integers); see `tilerosetta list --limits`"))
         full = spec.full_params(params)
         try:
             return self.fn(*tensors, **full)
         except TileRosettaError:
             raise
         except Exception as exc:  # name op and backend on every failure from the language runtime
-            raise RuntimeError(f"{name}.{spec.name}: {type(exc).__name__}: {exc}") from exc
+            raise runtime_failure(spec.name, name, exc) from exc
+
+
+INT32_ELEMENTS = 2**31 - 1  # the element limit of kernels that index with 32-bit integers
 
 
 class Backend:
     name: str = "?"
     language: str = "?"
     device_type: str = "cuda"
+    # True where the raw callables of implementations() check memory safety themselves (native layers:
+    # dtype, device, shape, strides of every tensor), so a call that skips BoundOp is refused, never
+    # out of bounds. Python backends are only called with validated arguments.
+    raw_calls_checked: bool = False
 
     def available(self) -> tuple[bool, str]:
         raise NotImplementedError
@@ -64,6 +78,16 @@ class Backend:
     def dtypes(self, op: str) -> tuple[torch.dtype, ...]:
         """dtypes this backend accepts for an op (default: all the spec's)."""
         return get_spec(op).dtypes
+
+    def element_limit(self, op: str) -> int | None:
+        """Most elements one tensor of op may have (None: 64-bit offsets, no limit of our own). A bigger
+        tensor is refused before launch by BoundOp, with the limit in the message."""
+        return INT32_ELEMENTS
+
+    def limits(self, op: str) -> str:
+        """One line for `tilerosetta list --limits`: the sizes op accepts on this backend."""
+        limit = self.element_limit(op)
+        return "no element limit (64-bit offsets)" if limit is None else f"<= {limit} elements per tensor"
 
     # ---- tuning (issue: tile-size sweeps) ------------------------------------------------------
     def config_space(self, op: str, dtype: torch.dtype) -> list[dict[str, Any]]:

@@ -1,8 +1,8 @@
 """The `cutile_rs` backend: kernels written in cuTile-rs (Rust), called through the PyO3 extension
 module `tilerosetta_cutile_rs` (rust/, built by `make build-rust` as an abi3 wheel).
 
-The adapter hands Rust plain integers: each tensor's data pointer, shape and strides, the dtype name,
-the device index and torch's current stream handle. Rust validates them again, borrows the memory and
+The adapter hands Rust plain integers: each tensor's data pointer, shape, strides, dtype name and
+device, the launch dtype name, the device index and torch's current stream handle. Rust validates them again, borrows the memory and
 the stream (never frees or destroys what torch owns) and launches without a host synchronisation.
 cuTile-rs JIT-compiles each kernel specialisation on its first launch (Tile IR -> tileiras -> cubin),
 so the pinned tileiras 13.4 must be found: `_prepare_env` points CUTILE_TILEIRAS_PATH at it and
@@ -20,11 +20,18 @@ import torch
 
 from tilerosetta import toolchain
 from tilerosetta.backends.base import Backend
+from tilerosetta.errors import native_refusal
 from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
 
 MODULE = "tilerosetta_cutile_rs"
 # Scalar params each op passes to Rust (as floats; causal as 0/1, scale resolved here).
+# The tile counts cuTile-rs puts on grid axes y and z (the output partition's 2nd and 3rd dims).
+# (rust/src/ops/<op>.rs: `out.partition([...])`; the first dim's count goes on axis x, unlimited.)
+GRID_YZ = {"transpose": "ceil(M / BM) (out's column tiles)", "silu_and_mul": "ceil(H / BH)",
+           "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)", "attention": "ceil(S / BM)",
+           "rope": "ceil(S / BS)"}
+TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
 _SCALARS = {"rms_norm": ("eps",), "layer_norm": ("eps",), "attention": ("causal", "scale")}
 
 
@@ -47,6 +54,7 @@ class CuTileRsBackend(Backend):
     name = "cutile_rs"
     language = "cuTile-rs"
     device_type = "cuda"
+    raw_calls_checked = True  # the native module checks every tensor itself (a raw call can't go out of bounds)
 
     def __init__(self):
         self._overrides: dict[tuple[str, torch.dtype], dict[str, int]] = {}
@@ -61,6 +69,10 @@ class CuTileRsBackend(Backend):
     def available(self):
         if self._mod is None:
             return False, f"extension not built: run make build-rust ({self._import_error})"
+        fields = getattr(self._mod, "TENSOR_FIELDS", 4)
+        if fields != TENSOR_FIELDS:
+            return False, (f"extension built from older sources (tensors of {fields} fields, this adapter sends "
+                           f"{TENSOR_FIELDS}: each tensor's dtype and device): rebuild with make build-rust")
         if not torch.cuda.is_available():
             return False, "no CUDA GPU"
         tc = toolchain.find()
@@ -103,7 +115,10 @@ class CuTileRsBackend(Backend):
             scalars[key] = float(value)
         device = tensors[0].device.index if tensors[0].device.type == "cuda" else 0
         stream = torch.cuda.current_stream(tensors[0].device).cuda_stream if tensors[0].is_cuda else 0
-        arrays = [(n, t.data_ptr(), list(t.shape), list(t.stride())) for n, t in zip(names, tensors)]
+        # Every tensor's own dtype and device go with it: Rust refuses any that differ from the launch's
+        # (a raw call that skipped BoundOp must not read or write out of bounds, nor fault on a host pointer).
+        arrays = [(n, t.data_ptr(), list(t.shape), list(t.stride()), dtype_name(t.dtype), str(t.device))
+                  for n, t in zip(names, tensors)]
         config = self._overrides.get((op, dtype))
         if config is None:  # the committed sweep result, if any; else the crate's own table decides
             config = self.tuned_config(op, dtype, get_spec(op).dims_of(tensors)) or {}
@@ -112,17 +127,20 @@ class CuTileRsBackend(Backend):
 
     def _make(self, op: str) -> Callable:
         def fn(*tensors, **params):
-            args = self.request(op, tensors, params)
-            key = f"{op}/{args[1]}"
-            if key in self._first_call:
+            try:
+                args = self.request(op, tensors, params)
+                key = f"{op}/{args[1]}"
+                if key in self._first_call:
+                    self._mod.launch(*args)
+                    return
+                # cuTile-rs JIT-compiles on the host inside the first launch of a specialisation, so timing
+                # the call (no device sync needed) measures Tile IR generation + tileiras + module load.
+                _prepare_env(toolchain.find())  # also when called without backend.op()'s availability check
+                t0 = time.perf_counter()
                 self._mod.launch(*args)
-                return
-            # cuTile-rs JIT-compiles on the host inside the first launch of a specialisation, so timing
-            # the call (no device sync needed) measures Tile IR generation + tileiras + module load.
-            _prepare_env(toolchain.find())  # also when called without backend.op()'s availability check
-            t0 = time.perf_counter()
-            self._mod.launch(*args)
-            self._first_call[key] = time.perf_counter() - t0
+                self._first_call[key] = time.perf_counter() - t0
+            except (ValueError, TypeError) as exc:  # Rust's argument checks (args.rs), or request() on junk
+                raise native_refusal(op, self.name, exc) from exc
 
         fn.__name__ = op
         return fn
@@ -131,6 +149,15 @@ class CuTileRsBackend(Backend):
         """Host time of the first call per "op/dtype" in this process: mostly the JIT compile of that
         kernel (a later call with a new row width N, head dim or tile config compiles again)."""
         return dict(self._first_call)
+
+    def limits(self, op):
+        # args.rs refuses tensors beyond i32 (cuTile-rs shapes and strides are i32). The grid is the output
+        # partition's tile counts (rust/src/ops/): axes y and z are capped at 65535 by CUDA, which
+        # ops::check_grid enforces before launch.
+        text = super().limits(op)
+        if op in GRID_YZ:
+            text += f"; {GRID_YZ[op]} <= 65535 (grid axes y/z; refused before launch beyond)"
+        return text
 
     # ---- tuning ---------------------------------------------------------------------------------
     def config_space(self, op, dtype):

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import torch
 
 from tilerosetta.backends.base import Backend
+from tilerosetta.errors import native_refusal
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
 try:
@@ -110,6 +111,7 @@ class TileCppBackend(Backend):
     name = "tile_cpp"
     language = "CUDA Tile C++"
     device_type = "cuda"
+    raw_calls_checked = True  # the native module checks every tensor itself (a raw call can't go out of bounds)
 
     def __init__(self):
         self._forced: dict[tuple[str, torch.dtype], dict[str, Any]] = {}
@@ -162,13 +164,20 @@ class TileCppBackend(Backend):
         spec = get_spec(op)
 
         def fn(*tensors, **params):
-            dims = spec.dims_of(tensors)
-            kernel = self.kernel_for(op, tensors[0].dtype, dims)
-            stream = torch.cuda.current_stream(tensors[0].device).cuda_stream
-            _mod.launch(kernel, list(tensors), params, stream, a16=_A16)
+            try:
+                dims = spec.dims_of(tensors)
+                kernel = self.kernel_for(op, tensors[0].dtype, dims)
+                stream = torch.cuda.current_stream(tensors[0].device).cuda_stream if tensors[0].is_cuda else 0
+                _mod.launch(kernel, list(tensors), params, stream, a16=_A16)
+            except (ValueError, TypeError, AttributeError) as exc:  # ops.cpp's checks; junk on the raw path
+                raise native_refusal(op, self.name, exc) from exc
 
         fn.__name__ = op
         return fn
+
+    def limits(self, op):
+        # Every launch is one flat grid axis x (cpp/src/ops.cpp, issue 16): no 65535 limit of grid y/z.
+        return super().limits(op) + " (the kernels index with 32-bit ints; refused before launch beyond)"
 
     # ---- tuning ---------------------------------------------------------------------------------
     def _candidates(self, op: str, dtype: torch.dtype) -> list[dict]:

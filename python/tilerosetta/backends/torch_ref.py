@@ -62,6 +62,9 @@ class TorchBackend(Backend):
     def __init__(self):
         self.device_type = "cuda" if torch.cuda.is_available() else "cpu"
 
+    def element_limit(self, op):
+        return None  # ATen indexes with 64 bits
+
     def available(self):
         if self.device_type == "cuda":
             return True, f"CUDA: {torch.cuda.get_device_name()}"

@@ -9,9 +9,11 @@ imported, unless the user set it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
+import threading
 from typing import Any
 
 import torch
@@ -39,6 +41,10 @@ if INTERPRET:
     interpreter_compat.apply()
 
 _KERNELS = {op: importlib.import_module(f"tilerosetta.kernels.triton.{op}") for op in OP_NAMES}
+# The interpreter swaps process-wide state (triton.language's builtins get a `_semantic` patched in for
+# the duration of a kernel), so two threads interpreting at once break each other ("Did you forget to
+# add @triton.jit?"). Interpreted calls are serialised; compiled GPU launches are not.
+_INTERPRETER_LOCK = threading.Lock() if INTERPRET else contextlib.nullcontext()
 
 
 class TritonBackend(Backend):
@@ -74,10 +80,16 @@ class TritonBackend(Backend):
         def fn(*tensors, **params):
             dims = spec.dims_of(tensors[:n_in])
             cfg = self.config_for(op, tensors[0].dtype, dims)
-            return launch(*tensors, cfg=cfg, **spec.full_params(params))
+            with _INTERPRETER_LOCK:
+                return launch(*tensors, cfg=cfg, **spec.full_params(params))
 
         fn.__name__ = op
         return fn
+
+    def element_limit(self, op):
+        # vector_add computes its offsets in int64 (kernels/triton/vector_add.py); the others multiply
+        # int32 program ids by int32 strides, which wraps past 2^31 elements.
+        return None if op == "vector_add" else super().element_limit(op)
 
     # ---- tuning -----------------------------------------------------------------------------
     def config_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:

@@ -48,8 +48,23 @@ def listing() -> tuple[Table, list[tuple[str, str]]]:
     return table, notes
 
 
+def limits_table() -> Table:
+    """`list --limits`: the sizes each backend accepts per op (element limits, grid limits), issue 16."""
+    table = Table(title="TileRosetta size limits (backend x op)", show_lines=False)
+    table.add_column("backend")
+    table.add_column("op")
+    table.add_column("limit")
+    for b in backends.all_backends():
+        for op in OP_NAMES:
+            table.add_row(b.name, op, b.limits(op))
+    return table
+
+
 def run(args) -> int:
     console = make_console(min_width=200)
+    if getattr(args, "limits", False):
+        console.print(limits_table())
+        return 0
     table, notes = listing()
     console.print(table)
     for who, why in notes:
@@ -61,4 +76,5 @@ def run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("list", help="backends x ops: state on this machine (runs/built/not built/unavailable) and why")
+    p.add_argument("--limits", action="store_true", help="the size limits of every backend x op instead")
     p.set_defaults(func=run)

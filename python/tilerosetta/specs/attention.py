@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from tilerosetta.specs.base import HALF_DTYPES, Case, OpSpec, Scaling
+from tilerosetta.specs.base import HALF_DTYPES, Case, OpSpec, Scaling, flag, positive
 
 HEAD_DIMS = (64, 128)
 
@@ -18,7 +18,8 @@ class Attention(OpSpec):
     summary = "out = softmax(q k^T * scale, causal?) v, D in {64, 128}"
     inputs = {"q": ("B", "H", "S", "D"), "k": ("B", "H", "S", "D"), "v": ("B", "H", "S", "D")}
     outputs = {"out": ("B", "H", "S", "D")}
-    params = {"causal": False, "scale": None}
+    params = {"causal": flag(False, "top-left aligned causal mask"),
+              "scale": positive(None, "score scale; None means 1/sqrt(D)", optional=True)}
     dtypes = HALF_DTYPES
     dim_choices = {"D": HEAD_DIMS, "S": (1, 2, 17, 64, 65, 127, 128, 200, 257)}
     bound = "compute"
@@ -36,9 +37,6 @@ class Attention(OpSpec):
     def check_extra(self, dims, params):
         if dims["D"] not in HEAD_DIMS:
             return "q", f"head dim D={dims['D']} not supported; expected one of {HEAD_DIMS}"
-        scale = params.get("scale")
-        if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)):
-            return "scale", f"expected a finite number or None, got {scale!r}"
         return None
 
     def reference(self, params, q, k, v):

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from tilerosetta.errors import TileRosettaError
+from tilerosetta.errors import TileRosettaError, TileRosettaTypeError
 
 FP32, FP16, BF16 = torch.float32, torch.float16, torch.bfloat16
 FLOAT_DTYPES = (FP32, FP16, BF16)
@@ -43,6 +43,57 @@ def parse_dtype(name: str) -> torch.dtype:
         return DTYPES_BY_NAME[name]
     except KeyError:
         raise ValueError(f"unknown dtype '{name}': expected one of {sorted(DTYPES_BY_NAME)}") from None
+
+
+@dataclass(frozen=True)
+class Param:
+    """One scalar parameter of an op: its default and what values it accepts, checked once by `validate`.
+
+    kind "positive" is a finite real number > 0 (an int is taken as that float; bool and str are refused,
+    not coerced: `eps="1e-5"` would otherwise reach a kernel as a string or a truthy object); kind "flag"
+    is a Python bool only (`causal="false"` is truthy, so no truthiness: 0/1 and strings are refused).
+    `optional` lets None through (scale=None means "the op's default").
+    """
+
+    default: Any
+    kind: str  # "positive" or "flag"
+    optional: bool = False
+    doc: str = ""
+
+    def problem(self, value: Any) -> tuple[type, str] | None:
+        """(error class, message) if value is not acceptable, else None."""
+        if value is None:
+            return None if self.optional else (TileRosettaTypeError, "expected a value, got None")
+        if self.kind == "flag":
+            if isinstance(value, bool):
+                return None
+            return TileRosettaTypeError, f"expected a bool (True or False), got {type(value).__name__} {value!r}"
+        if self.kind == "positive":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                what = "a finite float > 0" + (" or None" if self.optional else "")
+                return TileRosettaTypeError, f"expected {what}, got {type(value).__name__} {value!r}"
+            if not math.isfinite(value) or value <= 0:
+                return TileRosettaError, f"expected a finite value > 0, got {value!r}"
+            return None
+        raise AssertionError(f"unknown Param kind {self.kind!r}")
+
+    def normalise(self, value: Any) -> Any:
+        """The value a kernel receives once `problem` accepted it (ints become floats)."""
+        if self.kind == "positive" and value is not None:
+            return float(value)
+        return value
+
+    def describe(self) -> str:
+        what = {"positive": "finite float > 0", "flag": "bool"}[self.kind]
+        return what + (" or None" if self.optional else "") + f" (default {self.default!r})"
+
+
+def positive(default: Any, doc: str = "", optional: bool = False) -> Param:
+    return Param(default, "positive", optional, doc)
+
+
+def flag(default: bool, doc: str = "") -> Param:
+    return Param(default, "flag", False, doc)
 
 
 @dataclass(frozen=True)
@@ -123,7 +174,11 @@ class OpSpec:
     summary: ClassVar[str]
     inputs: ClassVar[dict[str, tuple[str, ...]]]  # name -> symbolic shape, in call order
     outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
-    params: ClassVar[dict[str, Any]] = {}  # name -> default value
+    params: ClassVar[dict[str, Param]] = {}  # name -> declaration (default, type, range)
+    # Outputs that may be the very same tensor as an input (same data_ptr, shape): {"out": ("a", "b")}.
+    # Only where every backend's kernel was shown to be correct in place (shared_tests/test_bad_inputs.py
+    # runs each declared pair); any other overlap of an output with another argument is refused.
+    inplace_ok: ClassVar[dict[str, tuple[str, ...]]] = {}
     dtypes: ClassVar[tuple[torch.dtype, ...]] = FLOAT_DTYPES
     cases: ClassVar[tuple[Case, ...]] = ()  # conformance cases (small: they also run on CPU)
     bench_cases: ClassVar[tuple[Case, ...]] = ()  # benchmark sizes
@@ -156,8 +211,11 @@ class OpSpec:
         return None
 
     def full_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        out = dict(self.params)
-        out.update(params)
+        """Defaults with the given params on top (ints of float params as floats once checked)."""
+        out = {k: p.default for k, p in self.params.items()}
+        for k, v in params.items():
+            decl = self.params.get(k)
+            out[k] = decl.normalise(v) if decl is not None and decl.problem(v) is None else v
         return out
 
     # ---- shapes and inputs ------------------------------------------------------------------
@@ -202,12 +260,17 @@ class OpSpec:
         unknown = set(params) - set(self.params)
         if unknown:
             fail(sorted(unknown)[0], f"unknown parameter; {self.name} takes {sorted(self.params) or 'none'}")
+        for key, value in params.items():
+            bad = self.params[key].problem(value)
+            if bad:
+                cls, msg = bad
+                raise cls(self.name, backend, key, msg)
         names = list(self.inputs) + list(self.outputs)
         dtype = None
         for n in names:
             t = tensors.get(n)
             if not isinstance(t, torch.Tensor):
-                fail(n, f"expected a torch.Tensor, got {type(t).__name__}")
+                raise TileRosettaTypeError(self.name, backend, n, f"expected a torch.Tensor, got {type(t).__name__}")
             if t.dtype not in allowed:
                 fail(n, f"dtype {dtype_name(t.dtype)} not supported; expected one of "
                         f"{[dtype_name(d) for d in allowed]}")
@@ -247,7 +310,47 @@ class OpSpec:
         bad = self.check_extra(dims, self.full_params(params))
         if bad:
             fail(*bad)
+        bad = self.overlap(tensors)
+        if bad:
+            fail(*bad)
         return dims
+
+    def overlap(self, tensors: dict[str, torch.Tensor]) -> tuple[str, str] | None:
+        """(output, message) if an output shares bytes with any other argument, unless `inplace_ok`
+        allows exactly that pair as the very same tensor. Kernels read other tiles of an input after
+        writing a tile of the output (transpose, matmul, attention, row ops): an aliased or partly
+        overlapping output gives silently wrong numbers, so it is refused before launch."""
+        spans = {n: _byte_span(t) for n, t in tensors.items()}
+        names = list(self.inputs) + list(self.outputs)
+        for o in self.outputs:
+            for n in names:
+                if n == o or (n in self.outputs and names.index(n) < names.index(o)):
+                    continue  # each pair of outputs once
+                (s0, s1, dev0), (t0, t1, dev1) = spans[o], spans[n]
+                if dev0 != dev1 or not (s0 < t1 and t0 < s1):
+                    continue
+                same = (s0, s1) == (t0, t1) and tensors[o].shape == tensors[n].shape
+                if same and n in self.inplace_ok.get(o, ()):
+                    continue
+                how = "is the same memory as" if same else "partly overlaps"
+                return o, (f"output {how} '{n}' (bytes [{s0:#x}, {s1:#x}) and [{t0:#x}, {t1:#x})); "
+                           f"{self.name} does not run in place: pass a separate output tensor")
+        return None
+
+
+def _byte_span(t: torch.Tensor) -> tuple[int, int, torch.device]:
+    """[first, last+1) byte address a tensor's elements occupy (views included: the storage is shared,
+    the addresses are what the kernel touches), and its device."""
+    if t.numel() == 0:
+        return 0, 0, t.device
+    first = last = t.data_ptr()
+    for size, stride in zip(t.shape, t.stride()):
+        step = (size - 1) * stride * t.element_size()
+        if step < 0:
+            first += step
+        else:
+            last += step
+    return first, last + t.element_size(), t.device
 
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:

@@ -2,7 +2,7 @@
 
 import torch
 
-from tilerosetta.specs.base import Case, OpSpec, Scaling
+from tilerosetta.specs.base import Case, OpSpec, Scaling, positive
 
 
 class RmsNorm(OpSpec):
@@ -10,7 +10,7 @@ class RmsNorm(OpSpec):
     summary = "out = x / sqrt(mean(x^2, -1) + eps) * w"
     inputs = {"x": ("M", "N"), "w": ("N",)}
     outputs = {"out": ("M", "N")}
-    params = {"eps": 1e-6}
+    params = {"eps": positive(1e-6, "added to mean(x²) before the rsqrt")}
     cases = tuple(Case({"M": m, "N": n}) for m, n in
                   ((1, 1), (1, 4096), (3, 7), (17, 129), (64, 1024), (257, 4099), (2, 16384)))
     bench_cases = (Case({"M": 4096, "N": 8192}), Case({"M": 16384, "N": 4096}))

@@ -7,7 +7,7 @@ use cutile::tensor::Tensor;
 use cutile::tile_kernel::CompileOptions;
 
 use crate::args::{ArgError, DType, Request};
-use crate::config::Config;
+use crate::config::{self, Config};
 
 pub mod attention;
 pub mod bmm;
@@ -113,6 +113,39 @@ impl From<ArgError> for LaunchError {
 /// Validates a request without touching the GPU.
 pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     req.check_device()?;
+    if OPS.contains(&req.op.as_str()) {
+        req.check_placement()?;
+    }
+    let plan = plan_op(req)?;
+    check_grid(req, &plan)?;
+    Ok(plan)
+}
+
+/// CUDA caps grid axes y and z at 65535 blocks. A cuTile-rs grid is the output partition's tile counts
+/// (each op's launch: `out.partition([...])`), the first on x; the counts that land on y or z are
+/// refused here, before any launch, instead of failing in cuLaunchKernel.
+pub fn check_grid(req: &Request, plan: &Plan) -> Result<(), ArgError> {
+    let d = &plan.dims;
+    let tile = |k: &str| config::get(&plan.cfg, k) as i64;
+    let count = |extent: i32, t: i64| (extent as i64 + t - 1) / t;
+    let (arg, yz): (&str, Vec<(&str, i64)>) = match req.op.as_str() {
+        "transpose" => ("x", vec![("ceil(M / BM)", count(d[0], tile("BM")))]),
+        "matmul" => ("b", vec![("ceil(N / BN)", count(d[1], tile("BN")))]),
+        "bmm" => ("a", vec![("ceil(M / BM)", count(d[1], tile("BM"))), ("ceil(N / BN)", count(d[2], tile("BN")))]),
+        "silu_and_mul" => ("x", vec![("ceil(H / BH)", count(d[1], tile("BH")))]),
+        "rope" => ("q", vec![("ceil(S / BS)", count(d[2], tile("BS")))]),
+        "attention" => ("q", vec![("ceil(S / BM)", count(d[2], tile("BM")))]),
+        _ => return Ok(()),
+    };
+    for (what, n) in yz {
+        if n > 65535 {
+            return Err(ArgError::new(&req.op, arg, format!("{what} = {n} tiles on grid axis y/z, whose limit is 65535 (cutile_rs grids are the output's tile counts)")));
+        }
+    }
+    Ok(())
+}
+
+fn plan_op(req: &Request) -> Result<Plan, ArgError> {
     match req.op.as_str() {
         "vector_add" => vector_add::plan(req),
         "transpose" => transpose::plan(req),

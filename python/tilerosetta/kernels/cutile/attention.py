@@ -57,11 +57,14 @@ def _step(q, k3, v3, bh, j, m_i, l_i, acc, rows, cols0, s_len, QK_SCALE, CAUSAL,
 @ct.kernel
 def attention_kernel(q3, k3, v3, out3, QK_SCALE: ct.Constant[float], CAUSAL: ct.Constant[bool],
                      BM: ct.Constant[int], BN: ct.Constant[int], D: ct.Constant[int]):
+    # One flat grid axis of (batch-head, query block) pairs, query block fastest: B*H can exceed the
+    # 65535 limit of grid y (the launch order is the one a (query blocks, B*H) grid had).
     # Heaviest query blocks first: under CAUSAL block qi streams qi+1 key tiles, so launching them in
     # reverse keeps the last wave from being one long block on an otherwise idle GPU.
-    qi = ct.num_blocks(0) - 1 - ct.bid(0)
-    bh = ct.bid(1)
     s_len = q3.shape[1]
+    n_q = ct.cdiv(s_len, BM)
+    bh = ct.bid(0) // n_q
+    qi = n_q - 1 - ct.bid(0) % n_q
     q = ct.reshape(ct.load(q3, (bh, qi, 0), (1, BM, D), padding_mode=ZERO), (BM, D))
     m_i = ct.full((BM, 1), float("-inf"), ct.float32)
     l_i = ct.zeros((BM, 1), ct.float32)

@@ -227,7 +227,8 @@ def plan_matmul(bt: int, m: int, n: int, k: int, cfg: dict[str, Any]) -> dict[st
     bk = max(16, min(cfg["BK"], next_pow2(k)))
     tiles = cdiv(m, bm) * cdiv(n, bn)
     small = bm < 128 or bn < 128  # clamped tiles: the 8-warp / cluster hints were chosen for full ones
-    return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": cfg["GROUP_M"], "grid": check_grid((tiles, bt, 1)),
+    # Flat grid: output tiles x batch entries on axis x (unflattened in-kernel), so Bt > 65535 works.
+    return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": cfg["GROUP_M"], "grid": check_grid((tiles * bt, 1, 1)),
             "WARPS": 0 if small else cfg.get("WARPS", 0), "CTAS": 0 if small else cfg.get("CTAS", 0)}
 
 
@@ -235,7 +236,8 @@ def plan_attention(bh: int, s: int, d: int, cfg: dict[str, Any]) -> dict[str, An
     bm = max(16, min(cfg["BM"], next_pow2(s)))
     bn = max(16, min(cfg["BN"], next_pow2(s)))
     full = bm == cfg["BM"] and bn == cfg["BN"]  # clamped (short S) tiles: leave the hints to the compiler
-    return {"BM": bm, "BN": bn, "D": d, "grid": check_grid((cdiv(s, bm), bh, 1)),
+    # Flat grid (query blocks x B*H on axis x, unflattened in-kernel): B*H may exceed grid y's 65535.
+    return {"BM": bm, "BN": bn, "D": d, "grid": check_grid((cdiv(s, bm) * bh, 1, 1)),
             "OCC": cfg.get("OCC", 0) if full else 0, "WARPS": cfg.get("WARPS", 0) if full else 0}
 
 

@@ -1,7 +1,8 @@
 """matmul and bmm: out (Bt, M, N) = a (Bt, M, K) @ b (Bt, K, N), fp32 accumulation with ct.mma.
 
 One kernel serves both ops: matmul passes its 2-D tensors as (1, M, K) views. Each block owns one
-BM x BN output tile of one batch entry (grid axis 1) and walks K in BK steps; K tails are zero-padded
+BM x BN output tile of one batch entry (one flat grid axis x: batch-major, then tile; so Bt may
+exceed 65535) and walks K in BK steps; K tails are zero-padded
 on both operands, so they add 0 to the dot products. M/N tails are padded on load and dropped by
 ct.store. fp32 operands are rounded to tf32 for the tensor cores (the spec's fp32 tolerance is tf32's);
 fp16/bf16 feed the mma directly. Output tiles are visited in GROUP_M-tall column-major groups so that
@@ -19,11 +20,12 @@ ZERO = ct.PaddingMode.ZERO
 @ct.kernel
 def matmul_kernel(a, b, out, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
                   GROUP_M: ct.Constant[int]):
-    batch = ct.bid(1)
     tiles_m = ct.cdiv(a.shape[1], BM)
     tiles_n = ct.cdiv(b.shape[2], BN)
+    # One flat grid axis of (batch entry, output tile), tile fastest: Bt may exceed grid y's 65535.
+    batch = ct.bid(0) // (tiles_m * tiles_n)
+    pid = ct.bid(0) % (tiles_m * tiles_n)
     # Swizzle the flat tile id into (pm, pn): GROUP_M rows of tiles, column by column.
-    pid = ct.bid(0)
     per_group = GROUP_M * tiles_n
     first_m = (pid // per_group) * GROUP_M
     group_rows = ct.minimum(tiles_m - first_m, GROUP_M)

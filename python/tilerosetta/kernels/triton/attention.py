@@ -23,7 +23,6 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from tilerosetta.errors import TileRosettaError
 
 LOG2E = 1.4426950408889634
 
@@ -71,9 +70,13 @@ def _attend(acc, l_i, m_i, q, k_base, v_base, bh, offs_m, offs_d, S, lo, hi, qk_
 def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, S, qk_scale, HEAD_D: tl.constexpr, CAUSAL: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TMA: tl.constexpr):
     # With TMA the four *_ptr arguments are tensor descriptors of the (B*H, S, D) views.
+    # One flat program axis of (batch-head, query block), query block fastest: B*H may exceed the 65535
+    # programs of axis 1 (the launch order is the one a (query blocks, B*H) grid had).
     # Causal: the last query blocks have the most keys; start them first (reverse order) to balance.
-    pid_m = (tl.num_programs(0) - 1 - tl.program_id(0)) if CAUSAL else tl.program_id(0)
-    bh = tl.program_id(1)
+    n_q = tl.cdiv(S, BLOCK_M)
+    bh = tl.program_id(0) // n_q
+    q_block = tl.program_id(0) % n_q
+    pid_m = (n_q - 1 - q_block) if CAUSAL else q_block
     head_base = bh.to(tl.int64) * S * HEAD_D
     start_m = pid_m * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -110,10 +113,8 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, S, qk_scale, HEAD_D: tl.const
 
 def launch(q, k, v, out, causal, scale, cfg):
     b, h, s, d = q.shape
-    if b * h > 65535:  # CUDA's limit on the second grid axis
-        raise TileRosettaError("attention", "triton", "q", f"B*H={b * h} exceeds the 65535 programs of grid axis 1")
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    grid = (triton.cdiv(s, cfg["BLOCK_M"]), b * h)
+    grid = (triton.cdiv(s, cfg["BLOCK_M"]) * b * h,)
     tma = bool(cfg.get("TMA", 0))
     args = (q, k, v, out)
     if tma:

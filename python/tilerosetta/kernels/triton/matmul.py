@@ -15,10 +15,11 @@ import triton.language as tl
 def matmul_kernel(a_ptr, b_ptr, out_ptr, M, N, K, stride_ab, stride_bb, stride_ob,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   INPUT_PRECISION: tl.constexpr):
-    pid = tl.program_id(0)
-    batch = tl.program_id(1).to(tl.int64)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
+    # One flat program axis of (batch entry, output tile), tile fastest: Bt may exceed axis 1's 65535.
+    batch = (tl.program_id(0) // (tiles_m * tiles_n)).to(tl.int64)
+    pid = tl.program_id(0) % (tiles_m * tiles_n)
     # Grouped ordering: GROUP_M tile-rows are walked column-major inside the group.
     per_group = GROUP_M * tiles_n
     first_m = (pid // per_group) * GROUP_M
@@ -46,7 +47,7 @@ def launch_batched(a, b, out, batch, m, n, k, cfg):
     """Launch over `batch` independent (m, k) @ (k, n) products laid out contiguously."""
     # fp32 inputs use tf32 tensor cores (allowed by the spec); fp16/bf16 inputs are exact products anyway.
     precision = "tf32" if a.dtype.itemsize == 4 else "ieee"
-    grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]), batch)
+    grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]) * batch,)
     matmul_kernel[grid](a, b, out, m, n, k, m * k, k * n, m * n,
                         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
                         GROUP_M=cfg["GROUP_M"], INPUT_PRECISION=precision,
