@@ -271,6 +271,11 @@ def launch_table(res: Results):
     return ["backend", "case", "BoundOp µs/call", "raw fn µs/call", "validation µs"], rows
 
 
+CALL_NOTE = ("call: the calling convention timed. 'returns' = y = fn(x, ...) as the baseline's or peer's users "
+             "call it, allocating its own output (inside the CUDA graph); 'destination' = fn(x, ..., out) "
+             "writing into a buffer we allocated (our backends, and ops a library itself takes an out= for).")
+
+
 def results_table(res: Results):
     rows = []
     for r in sorted(res.results, key=lambda r: (res.ops().index(r["op"]), r["dtype"], r["case"],
@@ -281,11 +286,11 @@ def results_table(res: Results):
         sp = res.speedup(r)
         rows.append([r["op"], r["dtype"], r["case"], r["backend"] + (" (peer)" if peer_of(res, r["backend"]) else ""),
                      r["status"] + (" (suspect)" if r.get("suspect") else ""),
-                     r.get("method", "-"), fmt_ms(t.get("median_ms")),
+                     r.get("method", "-"), r.get("convention", "-"), fmt_ms(t.get("median_ms")),
                      f"{fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}" if t else "-",
                      _f(r.get("tflops"), 1), _f(r.get("gbps"), 0), _f(r.get("pct_of_ceiling"), 0, "%"),
                      _f(sp, 2, "x"), _config_text(r.get("config"))])
-    return ["op", "dtype", "case", "backend", "status", "method", "median", "p20 – p80", "TFLOP/s", "GB/s",
+    return ["op", "dtype", "case", "backend", "status", "method", "call", "median", "p20 – p80", "TFLOP/s", "GB/s",
             "% ceiling", "vs torch", "config"], rows
 
 
@@ -406,7 +411,7 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[str, list[Sect
                    "the validating BoundOp and through the backend's raw function."),
         Block("table", header=h, rows=rows)]))
     h, rows = results_table(res)
-    sections.append(Section("All results", method_notes(res) + [Block("table", header=h, rows=rows)]))
+    sections.append(Section("All results", method_notes(res) + [Block("p", CALL_NOTE), Block("table", header=h, rows=rows)]))
     sections.append(Section("Problems and gaps", problems(res)))
     h, rows = environment_rows(res)
     sections.append(Section("Environment", [Block("table", header=["item", "value"], rows=rows)]))

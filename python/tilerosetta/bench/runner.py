@@ -3,6 +3,9 @@
 For each (op, dtype, case) the reference is computed once (float64, from pristine inputs); then each
 backend gets fresh inputs from the same seed and NaN-poisoned outputs:
 
+  0. the calling convention: a baseline or peer with a returning form (backend.returning()) is called
+     and timed as its users call it, y = fn(*inputs, **params), allocating its own output; everyone
+     else destination-passing into our NaN-poisoned outputs. Recorded as "convention".
   1. first call, host wall time to completion    -> first_call_ms (cold: JIT/compile + launch)
   2. compare with the reference                   -> status "wrong" (never timed) or go on
   3. second call, host wall time to completion   -> warm_call_ms
@@ -22,6 +25,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from tilerosetta.backends import Backend
+from tilerosetta.backends.base import RETURNS
 from tilerosetta.bench import timing
 from tilerosetta.bench.ceilings import Ceilings
 from tilerosetta.bench.results import ResultsWriter, clean_floats, key_of, metrics, now_iso
@@ -215,15 +219,32 @@ class CaseRunner:
                 rec["config_note"] = f"default_config failed: {type(exc).__name__}: {exc}"
         else:
             rec["config"], rec["config_forced"] = dict(config), True
-        fn = backend.op(spec.name)
         ref = self.reference_for(spec, dtype, case, device)
         inputs, outputs = make_case_tensors(spec, case, dtype, device, SEED)
-        args = [*inputs.values(), *outputs.values()]
+        rec["convention"] = backend.convention(spec.name)
+        if rec["convention"] == RETURNS:
+            # A baseline or peer timed as its users call it: it allocates its own output (inside the CUDA
+            # graph, as torch's caching allocator would) and nothing is copied into our buffer. `outputs`
+            # is rebound to what the latest call returned, so every check below looks at that.
+            fn = backend.op_returning(spec.name)
+            ins = list(inputs.values())
+            outputs = {}
 
-        def call():
-            fn(*args, **case.params)
+            def call():
+                outputs.update(fn(*ins, **case.params))
+        else:
+            fn = backend.op(spec.name)
+            args = [*inputs.values(), *outputs.values()]
+
+            def call():
+                fn(*args, **case.params)
 
         rec["first_call_ms"] = timing.wall_once(call, device)
+        if rec["convention"] == RETURNS:
+            problem = _returned_problem(spec, case, dtype, inputs, outputs)
+            if problem:
+                rec.update(status="wrong", message=f"returning form: {problem}")
+                return
         ok, err, unwritten, msg = compare(spec, dtype, outputs, ref)
         rec.update(rel_err=err, tol=spec.tolerance(dtype))
         if not ok:
@@ -232,7 +253,7 @@ class CaseRunner:
         rec["warm_call_ms"] = timing.wall_once(call, device)
 
         def verify(run):  # does `run` (e.g. a graph replay) really compute the outputs?
-            for o in outputs.values():
+            for o in outputs.values():  # returning form: the tensors the captured call returned
                 o.fill_(float("nan"))
             run()
             if device == "cuda":
@@ -247,6 +268,9 @@ class CaseRunner:
             return
         rec["timing"] = t.to_json()
         rec["method"] = t.method
+        extras = getattr(backend, "record_extras", None)  # e.g. torch_compile's compile time per shape
+        if extras:
+            rec.update(extras(spec.name, dtype, dict(case.dims)) or {})
         note = getattr(backend, "out_note", None)  # a peer whose timed call holds more than its kernel
         if note and note(spec.name):
             rec["note"] = note(spec.name)
@@ -258,6 +282,19 @@ class CaseRunner:
         if (rec.get("pct_of_ceiling") or 0) > SUSPECT_PCT:
             rec["suspect"] = (f"{rec['pct_of_ceiling']:.0f}% of the measured ceiling: the kernel may not run on "
                               f"the current stream, or skip work")
+
+
+def _returned_problem(spec: OpSpec, case: Case, dtype, inputs: dict, outputs: dict) -> str | None:
+    """Why a returning-form result cannot be checked as the op's output (shape, dtype, aliasing), or None."""
+    shapes = spec.shapes(case)
+    in_ptrs = {t.untyped_storage().data_ptr() for t in inputs.values()}
+    for name, t in outputs.items():
+        if tuple(t.shape) != shapes[name] or t.dtype != dtype:
+            return (f"'{name}' came back {tuple(t.shape)} {dtype_name(t.dtype)}, expected {shapes[name]} "
+                    f"{dtype_name(dtype)}")
+        if t.untyped_storage().data_ptr() in in_ptrs:
+            return f"'{name}' shares memory with an input (in-place ops are not a returning form)"
+    return None
 
 
 # ---- launch overhead ------------------------------------------------------------------------------

@@ -149,8 +149,10 @@ class OpSpec:
 
     # ---- validation shared by every backend ----------------------------------------------------
     def validate(self, backend: str, device_type: str, tensors: dict[str, Any], params: dict[str, Any],
-                 dtypes: tuple[torch.dtype, ...] | None = None) -> dict[str, int]:
+                 dtypes: tuple[torch.dtype, ...] | None = None, with_outputs: bool = True) -> dict[str, int]:
         """Check types, dtype, device, contiguity and shapes. Returns the bound dims.
+
+        with_outputs=False checks the inputs only (a returning-form call: the callee allocates outputs).
 
         Raises TileRosettaError naming op, backend and argument on the first problem found.
         """
@@ -162,7 +164,7 @@ class OpSpec:
         unknown = set(params) - set(self.params)
         if unknown:
             fail(sorted(unknown)[0], f"unknown parameter; {self.name} takes {sorted(self.params) or 'none'}")
-        names = list(self.inputs) + list(self.outputs)
+        names = list(self.inputs) + (list(self.outputs) if with_outputs else [])
         dtype = None
         for n in names:
             t = tensors.get(n)
@@ -196,6 +198,15 @@ class OpSpec:
                         fail(n, f"shape {shape} has {e}={extent} but '{bound_by[e]}' has {e}={dims[e]}")
                     dims.setdefault(e, extent)
                     bound_by.setdefault(e, n)
+        for n in names:  # pass 1b (inputs only): a symbol seen only as 'k*S' (silu_and_mul's 2*H) is derived
+            for extent, e in zip(tensors[n].shape, sym[n]):
+                factors = [f.strip() for f in e.split("*")]
+                free = [f for f in factors if f.isidentifier() and f not in dims]
+                if len(free) == 1 and factors.count(free[0]) == 1:
+                    k = _eval_dim("*".join(f for f in factors if f != free[0]) or "1", dims)
+                    if extent % k:
+                        fail(n, f"extent {extent} of '{e}' is not a multiple of {k}")
+                    dims[free[0]], bound_by[free[0]] = extent // k, n
         for n in names:  # pass 2: derived extents such as 2*H
             shape, want = tuple(tensors[n].shape), sym[n]
             expect = tuple(_eval_dim(e, dims) for e in want)
