@@ -51,7 +51,8 @@ def geomean(values) -> float | None:
 
 def cell_stats(res: Results, op: str, backend: str, dtype: str) -> dict:
     """Aggregate of one op x backend at one dtype over its bench sizes (geometric means)."""
-    recs = [r for r in res.results if r["op"] == op and r["backend"] == backend and r["dtype"] == dtype]
+    recs = [r for r in res.results if r["op"] == op and r["backend"] == backend and r["dtype"] == dtype
+            and r.get("headline", True)]  # a non-headline input distribution (softmax x30) is not aggregated
     ok = [r for r in recs if r["status"] == "ok"]
     return {"n": len(recs), "ok": len(ok), "bad": sorted({r["status"] for r in recs if r["status"] in BAD}),
             "missing": all(r["status"] in ("missing", "unsupported") for r in recs) if recs else True,
@@ -276,6 +277,21 @@ CALL_NOTE = ("call: the calling convention timed. 'returns' = y = fn(x, ...) as 
              "writing into a buffer we allocated (our backends, and ops a library itself takes an out= for).")
 
 
+def distribution_notes(res: Results) -> list[Block]:
+    """Which input distribution is each op's headline, for ops also timed on another one (softmax)."""
+    other: dict[str, set] = {}
+    head: dict[str, str] = {}
+    for r in res.results:
+        if "distribution" in r:
+            (head.__setitem__(r["op"], r["distribution"]) if r.get("headline", True)
+             else other.setdefault(r["op"], set()).add(r["distribution"]))
+    if not other:
+        return []
+    return [Block("p", "Input distributions: " + "; ".join(
+        f"{op}: headline on {head.get(op, '?')} inputs; also timed on {', '.join(sorted(d))} (cases named "
+        f"..._{'/'.join(sorted(d))}, listed here only, not in the headline aggregates)" for op, d in other.items()))]
+
+
 def results_table(res: Results):
     rows = []
     for r in sorted(res.results, key=lambda r: (res.ops().index(r["op"]), r["dtype"], r["case"],
@@ -411,7 +427,8 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE) -> tuple[str, list[Sect
                    "the validating BoundOp and through the backend's raw function."),
         Block("table", header=h, rows=rows)]))
     h, rows = results_table(res)
-    sections.append(Section("All results", method_notes(res) + [Block("p", CALL_NOTE), Block("table", header=h, rows=rows)]))
+    sections.append(Section("All results", method_notes(res) + distribution_notes(res) +
+                            [Block("p", CALL_NOTE), Block("table", header=h, rows=rows)]))
     sections.append(Section("Problems and gaps", problems(res)))
     h, rows = environment_rows(res)
     sections.append(Section("Environment", [Block("table", header=["item", "value"], rows=rows)]))

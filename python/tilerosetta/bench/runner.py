@@ -1,7 +1,10 @@
 """`tilerosetta bench`: every available backend x op x dtype x bench case, checked, then timed one way.
 
 For each (op, dtype, case) the reference is computed once (float64, from pristine inputs); then each
-backend gets fresh inputs from the same seed and NaN-poisoned outputs:
+backend gets fresh inputs from the same seed and NaN-poisoned outputs. Inputs are the spec's bench inputs
+(make_bench_inputs: like real activations; the conformance stress inputs are never timed); an op whose
+speed depends on the input distribution is timed on each of its spec's bench_distributions, the first
+being the headline (records carry "distribution" and "headline"):
 
   0. the calling convention: a baseline or peer with a returning form (backend.returning()) is called
      and timed as its users call it, y = fn(*inputs, **params), allocating its own output; everyone
@@ -128,6 +131,9 @@ def build_plan(ops: Iterable[str], dtypes: Iterable[str] | None, size: str | Non
             if dtype_name(d) in wanted:
                 for case in select_cases(spec, size, quick, cpu):
                     plan.append((spec, d, case))
+                    if not quick:  # an op timed on more than one input distribution: the others too
+                        plan += [(spec, d, Case(case.dims, case.params, case.label, dist))
+                                 for dist in list(spec.bench_distributions)[1:]]
     return plan
 
 
@@ -135,7 +141,8 @@ def build_plan(ops: Iterable[str], dtypes: Iterable[str] | None, size: str | Non
 def base_record(backend: Backend, spec: OpSpec, dtype: torch.dtype, case: Case) -> dict:
     return {"type": "result", "backend": backend.name, "op": spec.name, "dtype": dtype_name(dtype),
             "case": case.name, "dims": dict(case.dims), "params": spec.full_params(case.params),
-            "bound": spec.bound}
+            "bound": spec.bound, "distribution": spec.bench_distribution(case),
+            "headline": spec.is_headline(case)}
 
 
 def skip_reason(backend: Backend, spec: OpSpec, dtype: torch.dtype, settings: Settings) -> tuple[str, str] | None:
@@ -187,7 +194,7 @@ class CaseRunner:
         key = (spec.name, dtype, case.name, device)
         if self._ref_key != key:
             self._ref_key, self._ref = None, None  # free the previous case's reference first
-            inputs, _ = make_case_tensors(spec, case, dtype, device, SEED)
+            inputs, _ = make_case_tensors(spec, case, dtype, device, SEED, bench=True)
             self._ref = reference(spec, case, inputs)
             self._ref_key = key
         return self._ref
@@ -220,7 +227,7 @@ class CaseRunner:
         else:
             rec["config"], rec["config_forced"] = dict(config), True
         ref = self.reference_for(spec, dtype, case, device)
-        inputs, outputs = make_case_tensors(spec, case, dtype, device, SEED)
+        inputs, outputs = make_case_tensors(spec, case, dtype, device, SEED, bench=True)
         rec["convention"] = backend.convention(spec.name)
         if rec["convention"] == RETURNS:
             # A baseline or peer timed as its users call it: it allocates its own output (inside the CUDA

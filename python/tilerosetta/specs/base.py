@@ -52,6 +52,7 @@ class Case:
     dims: dict[str, int]
     params: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+    dist: str = ""  # benchmark input distribution; "" = the op's headline one (see OpSpec.bench_distributions)
 
     @property
     def name(self) -> str:
@@ -62,7 +63,7 @@ class Case:
                     parts.append(k)
             elif v is not None:
                 parts.append(f"{k}{v:g}" if isinstance(v, float) else f"{k}{v}")
-        return "_".join(parts) + (f"_{self.label}" if self.label else "")
+        return "_".join(parts) + (f"_{self.label}" if self.label else "") + (f"_{self.dist}" if self.dist else "")
 
     def __hash__(self):
         return hash(self.name)
@@ -90,6 +91,11 @@ class OpSpec:
     bench_cases: ClassVar[tuple[Case, ...]] = ()  # benchmark sizes
     bound: ClassVar[str] = "memory"  # "memory" or "compute": which roofline ceiling applies
     dim_choices: ClassVar[dict[str, tuple[int, ...]]] = {}  # dims restricted to a few values (random tests)
+    # How benchmark inputs are drawn: name -> description, the first is the headline. Benchmarks use
+    # inputs like real activations (make_bench_inputs); make_inputs' stress distributions (x30 logits,
+    # large offsets) are for conformance only. An op whose speed depends on the distribution lists more
+    # than one: the bench times each (the non-headline ones as cases named ..._<dist>).
+    bench_distributions: ClassVar[dict[str, str]] = {"randn": "standard normal, like activations"}
 
     # ---- semantics -------------------------------------------------------------------------
     def reference(self, params: dict[str, Any], **inputs: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -132,6 +138,23 @@ class OpSpec:
             n: torch.randn(shapes[n], dtype=torch.float32, device=device, generator=generator).to(dtype)
             for n in self.inputs
         }
+
+    def bench_distribution(self, case: Case) -> str:
+        """The distribution a bench case draws from (its `dist`, or the headline one)."""
+        dist = case.dist or next(iter(self.bench_distributions))
+        if dist not in self.bench_distributions:
+            raise ValueError(f"{self.name}: unknown bench distribution '{dist}'; expected one of "
+                             f"{list(self.bench_distributions)}")
+        return dist
+
+    def is_headline(self, case: Case) -> bool:
+        return self.bench_distribution(case) == next(iter(self.bench_distributions))
+
+    def make_bench_inputs(self, case: Case, dtype: torch.dtype, device, generator: torch.Generator):
+        """Benchmark inputs, drawn like real activations: standard normal unless an op says otherwise
+        (never make_inputs' stress distributions)."""
+        self.bench_distribution(case)
+        return OpSpec.make_inputs(self, case, dtype, device, generator)
 
     def make_outputs(self, case: Case, dtype: torch.dtype, device, poison: float = float("nan")):
         """Outputs filled with a poison value so unwritten elements are caught."""
