@@ -29,7 +29,7 @@ def listing() -> tuple[Table, list[tuple[str, str]]]:
             notes.append((f"{b.name} ({len(gaps)} ops)", f"missing: {next(iter(gaps.values()))}"))
         else:
             notes += [(f"{b.name}.{op}", f"missing: {why}") for op, why in gaps.items()]
-        table.add_row(b.name, b.language, ("[green]yes[/]" if ok else "[red]no[/]"), *cells)
+        table.add_row(b.name + (" (peer)" if getattr(b, "peer", None) else ""), b.language, ("[green]yes[/]" if ok else "[red]no[/]"), *cells)
         notes.insert(0, (b.name, reason)) if not ok else notes.append((b.name, reason))
     return table, notes
 
