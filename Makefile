@@ -44,8 +44,10 @@ bench: build-all
 report:
 	@$(TR) report bench/results/latest
 
+# gpu-bundle/ (ours, ~60 MiB) and gpu-peers/ (the optional peers' runtime in <= 38 MiB parts; PEERS=0 skips it)
 gpu-bundle: build-all
 	@tools/gpu-bundle.sh
+	@tools/peers-bundle.sh
 
 clean:
-	rm -rf build dist gpu-bundle rust/target
+	rm -rf build dist gpu-bundle gpu-peers rust/target

@@ -260,3 +260,21 @@ def test_sdpa_flash_pin_runs_and_cudnn_pin_refuses_a_cpu_case(tmp_path):
     with results.ResultsWriter(tmp_path / "c.jsonl") as w:
         (bad,) = runner.Runner([cudnn], w, runner.Settings(cpu=True), timer=fixed_timer(1.0)).run(plan)
     assert bad["status"] == "error" and "sdpa_cudnn.attention" in bad["message"]
+
+
+def test_gpu_smoke_cases_are_valid_for_every_op():
+    """tools/peers_smoke.py (run on the GPU node) has one valid case per op."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "peers_smoke.py"
+    spec_ = importlib.util.spec_from_file_location("peers_smoke", path)
+    smoke = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(smoke)
+    assert set(smoke.CASES) == set(SPECS) and set(NEW_PEERS) <= set(smoke.PEERS)
+    for op, case in smoke.CASES.items():
+        spec = SPECS[op]
+        dtype = spec.dtypes[-1]
+        shapes = spec.shapes(case)
+        tensors = {n: torch.empty(shapes[n], dtype=dtype) for n in list(spec.inputs) + list(spec.outputs)}
+        spec.validate("smoke", "cpu", tensors, case.params, spec.dtypes)

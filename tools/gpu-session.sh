@@ -10,6 +10,9 @@
 #      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'), MAX_CONFIGS (8),
 #      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
 #      per-step time limits T_SUITE, T_PROBE, T_SWEEPS, T_BENCH (s).
+#      Peers (issue 13): when gpu-peers/ parts were carried (tools/peers-bundle.sh), tools/gpu-peers-stage.sh
+#      checks/unpacks them first and the peers' runtime goes on PYTHONPATH; PEERS_SMOKE=1 runs
+#      tools/peers_smoke.py (T_SMOKE, 120 s) before the bench; SKIP_SUITE=1 skips the conformance suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}
@@ -18,6 +21,12 @@ mkdir -p "$out"
 export LOGDIR="$out"
 t0=$(date +%s)
 stamp() { echo "== $1: $(( $(date +%s) - t0 )) s"; }
+peers_site=${PEERS_SITE:-/tmp/peers-site}
+if [ -d gpu-peers ] || [ -d "${PEERS_PARTS:-/tmp/peers-parts}" ]; then
+  tools/gpu-peers-stage.sh | tee "$out/peers-stage.txt" | tail -2
+fi
+# also for a gpu-bundle/run.sh copied before it learnt this (it keeps an exported PYTHONPATH)
+[ -f "$peers_site/.complete" ] && export PYTHONPATH="$peers_site:$peers_site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}"
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   echo "CUDA_HOME=${CUDA_HOME:-unset}"
@@ -29,6 +38,7 @@ stamp "unpack+doctor"
 # context unusable, so it must not share a process with another backend's cases. Tests that belong to no
 # backend run once, in the torch process.
 suite=$(mktemp -d)
+[ "${SKIP_SUITE:-0}" = 1 ] && backends=""
 for b in ${backends//,/ }; do
   own=$(ls shared_tests/test_${b}_*.py 2>/dev/null | tr '\n' ' ')
   extra=""; [ "$b" = torch ] && extra=$(ls shared_tests/test_*.py | grep -v -e test_conformance -e test_random_shapes \
@@ -68,6 +78,11 @@ if [ -n "${SWEEPS:-}" ]; then
   tar -C "$sweeps" -czf "$out/sweeps.tar.gz" .
   stamp "sweeps"
 fi
+if [ "${PEERS_SMOKE:-0}" = 1 ]; then
+  timeout "${T_SMOKE:-120}" gpu-bundle/run.sh shell python3 tools/peers_smoke.py --max-seconds "$(( ${T_SMOKE:-120} - 15 ))" \
+    > "$out/peers-smoke.log" 2>&1; echo "peers smoke: exit $?"; cat "$out/peers-smoke.log"
+  stamp "peers smoke"
+fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   timeout "${T_BENCH:-240}" gpu-bundle/run.sh bench --out "$out" ${BENCH_ARGS:-} | tail -8
   stamp "bench"
@@ -79,6 +94,6 @@ if [ -n "${BENCH2_ARGS:-}" ]; then  # a second, narrower benchmark run (its own 
 fi
 # The device tool returns at most 8 files from $OUT (run 9 lost its tuned_configs.json to that limit):
 # keep the results files and archives, pack the logs into one.
-( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log 2>/dev/null || true) \
+( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log peers-*.txt peers-*.log 2>/dev/null || true) \
   && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs )
 ls "$out"

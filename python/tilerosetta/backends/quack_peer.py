@@ -9,15 +9,23 @@ API (quack 0.6.5), each allocating and returning its result:
               (rotate-half, our convention). Our (B, H, S, D) q is passed as the (B, S, H, D) view
               q.transpose(1, 2) (no copy; Quack reads strides) and the result viewed back; cos/sin are
               our (S, D) tables' first halves (cos = cat(f, f)), made contiguous once (`prepare`).
-  matmul/bmm  quack.gemm_interface.gemm(A, B): (M, K) @ (K, N) or batched (L, M, K) @ (L, K, N), half
-              dtypes (Quack's GEMMs are Hopper/Blackwell tensor-core kernels; they autotune on the first
-              call of a shape).
+  matmul/bmm  quack.gemm_interface.gemm(A, B, tuned=...): (M, K) @ (K, N) or batched (L, M, K) @ (L, K, N),
+              half dtypes (Hopper/Blackwell tensor-core kernels). Its default, tuned=True, autotunes on the
+              first call of a shape by JIT-compiling many CuTe DSL kernels (minutes per shape), too long for
+              a GPU session here: the adapter calls tuned=False (Quack's heuristic config) unless
+              TILEROSETTA_QUACK_GEMM_TUNED=1; the config column records which.
 """
 
 from __future__ import annotations
 
+import os
+
 from tilerosetta.backends.peer import PeerBackend, dist_version
 from tilerosetta.specs.base import HALF_DTYPES
+
+
+def gemm_tuned() -> bool:
+    return os.environ.get("TILEROSETTA_QUACK_GEMM_TUNED", "0") == "1"
 
 
 class QuackPeer(PeerBackend):
@@ -54,10 +62,10 @@ class QuackPeer(PeerBackend):
             return rot.apply_rotary(x.transpose(1, 2), c, s, interleaved=False).transpose(1, 2)
 
         def matmul(a, b):
-            return gemm.gemm(a, b)
+            return gemm.gemm(a, b, tuned=gemm_tuned())
 
         def bmm(a, b):
-            return gemm.gemm(a, b)
+            return gemm.gemm(a, b, tuned=gemm_tuned())
 
         return {"softmax": softmax, "rms_norm": rms_norm, "layer_norm": layer_norm, "rope": rope,
                 "matmul": matmul, "bmm": bmm}
@@ -72,7 +80,7 @@ class QuackPeer(PeerBackend):
     def default_config(self, op, dtype, dims):
         notes = {"layer_norm": {"weights": "fp32 (converted once, untimed)"},
                  "rope": {"layout": "q as a (B, S, H, D) view; cos/sin (S, D/2)"},
-                 "matmul": {"tiles": "Quack autotune"}, "bmm": {"tiles": "Quack autotune"}}
+                 "matmul": {"tuned": gemm_tuned()}, "bmm": {"tuned": gemm_tuned()}}
         return notes.get(op, {})
 
 

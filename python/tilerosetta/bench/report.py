@@ -289,7 +289,7 @@ def distribution_notes(res: Results) -> list[Block]:
         return []
     return [Block("p", "Input distributions: " + "; ".join(
         f"{op}: headline on {head.get(op, '?')} inputs; also timed on {', '.join(sorted(d))} (cases named "
-        f"..._{'/'.join(sorted(d))}, listed here only, not in the headline aggregates)" for op, d in other.items()))]
+        f"..._{'/'.join(sorted(d))}, in the table below only, not in the headline aggregates)" for op, d in other.items()))]
 
 
 def results_table(res: Results):
