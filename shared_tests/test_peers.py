@@ -278,3 +278,46 @@ def test_gpu_smoke_cases_are_valid_for_every_op():
         shapes = spec.shapes(case)
         tensors = {n: torch.empty(shapes[n], dtype=dtype) for n in list(spec.inputs) + list(spec.outputs)}
         spec.validate("smoke", "cpu", tensors, case.params, spec.dtypes)
+
+
+# ---- the real packages, where importable (e.g. PYTHONPATH holding the unpacked gpu-peers bundle) --------
+REAL_CALLS = {  # peer class -> (module, function) pairs its adapter calls
+    LigerPeer: [("liger_kernel.transformers.functional", f) for f in
+                ("liger_softmax", "liger_rms_norm", "liger_layer_norm", "liger_swiglu")],
+    QuackPeer: [("quack", "softmax"), ("quack", "rmsnorm"), ("quack.rmsnorm", "layernorm_fwd"),
+                ("quack.rotary", "apply_rotary"), ("quack.gemm_interface", "gemm")],
+    Fa4Peer: [("flash_attn.cute", "flash_attn_func")],
+}
+
+
+@pytest.mark.parametrize("cls", list(REAL_CALLS))
+def test_real_peer_signatures_accept_our_calls(monkeypatch, cls):
+    """Every call an adapter makes binds to the installed package's real signature (no kernel runs)."""
+    import importlib
+    import inspect
+
+    peer = cls()
+    if peer._load() is None:
+        pytest.skip(f"real {cls.dist} not importable here: {peer._import_error}")
+    seen = []
+    for mod_name, fn_name in REAL_CALLS[cls]:
+        mod = importlib.import_module(mod_name)
+        sig = inspect.signature(getattr(mod, fn_name))
+
+        def recorder(*args, _sig=sig, _name=fn_name, **kwargs):
+            _sig.bind(*args, **kwargs)  # TypeError if the package's signature changed under us
+            seen.append(_name)
+            first = args[0]
+            if _name == "flash_attn_func":
+                return torch.zeros_like(first), None
+            if _name == "gemm":
+                return first.new_zeros(*first.shape[:-1], args[1].shape[-1])
+            return torch.zeros_like(first)
+        monkeypatch.setattr(mod, fn_name, recorder)
+    peer.device_type = "cpu"
+    for op, fn in peer.returning().items():
+        spec = SPECS[op]
+        case = spec.cases[-1]
+        inputs, _ = make_case_tensors(spec, case, spec.dtypes[-1], "cpu", 0, bench=True)
+        fn(*inputs.values(), **spec.full_params(case.params))
+    assert sorted(set(seen)) == sorted({f for _, f in REAL_CALLS[cls]})
