@@ -80,6 +80,7 @@ if [ -n "${SWEEPS:-}" ]; then
 fi
 if [ "${PEERS_SMOKE:-0}" = 1 ]; then
   timeout "${T_SMOKE:-120}" gpu-bundle/run.sh shell python3 tools/peers_smoke.py --max-seconds "$(( ${T_SMOKE:-120} - 15 ))" \
+    --require "${PEERS_REQUIRE:-tilegym,torch_compile,liger,quack,fa4,sdpa_cudnn,sdpa_flash}" \
     > "$out/peers-smoke.log" 2>&1; echo "peers smoke: exit $?"; cat "$out/peers-smoke.log"
   stamp "peers smoke"
 fi
