@@ -321,3 +321,49 @@ def test_real_peer_signatures_accept_our_calls(monkeypatch, cls):
         inputs, _ = make_case_tensors(spec, case, spec.dtypes[-1], "cpu", 0, bench=True)
         fn(*inputs.values(), **spec.full_params(case.params))
     assert sorted(set(seen)) == sorted({f for _, f in REAL_CALLS[cls]})
+
+
+def test_gpu_peers_stage_waits_for_every_part_then_unpacks(tmp_path):
+    """tools/gpu-peers-stage.sh: parts checked against MANIFEST, kept outside the checkout, unpacked once all
+    arrived (a corrupt part is not accepted), and the PYTHONPATH printed names dsl_packages."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if not all(shutil.which(t) for t in ("bash", "xz", "tar", "sha256sum", "split")):
+        pytest.skip("needs bash, xz, tar, sha256sum, split")
+    repo = Path(__file__).resolve().parents[1]
+    src = tmp_path / "site"
+    (src / "nvidia_cutlass_dsl" / "dsl_packages").mkdir(parents=True)
+    (src / "payload.bin").write_bytes(os.urandom(500_000))  # incompressible: several parts
+    checkout = tmp_path / "checkout"
+    (checkout / "tools").mkdir(parents=True)
+    shutil.copy(repo / "tools" / "gpu-peers-stage.sh", checkout / "tools")
+    peers = checkout / "gpu-peers"
+    peers.mkdir()
+    sh = lambda cmd, **kw: subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, **kw)  # noqa: E731
+    sh(f"tar -C {src} -cf - . | xz -1 > {tmp_path}/p.tar.xz && split -b 200K {tmp_path}/p.tar.xz {peers}/part- "
+       f"&& cd {peers} && sha256sum part-* > MANIFEST && echo \"$(sha256sum < {tmp_path}/p.tar.xz | cut -d' ' -f1)"
+       f"  peers.tar.xz\" >> MANIFEST", check=True)
+    parts = sorted(p.name for p in peers.glob("part-*"))
+    assert len(parts) >= 2
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    for p in parts[1:]:
+        shutil.move(peers / p, hold / p)  # only the first part has "arrived"
+    env = {"PATH": "/usr/bin:/bin", "PEERS_PARTS": str(tmp_path / "parts"), "PEERS_SITE": str(tmp_path / "out")}
+    run = lambda: sh(f"{checkout}/tools/gpu-peers-stage.sh", env=env)  # noqa: E731
+    r = run()
+    assert r.returncode == 3 and f"still missing: {' '.join(parts[1:])}" in r.stdout, r.stdout + r.stderr
+    (peers / parts[0]).unlink()  # a later call no longer has it: the kept copy counts
+    for p in parts[1:]:
+        (peers / p).write_bytes(b"corrupt")
+    assert run().returncode == 3
+    for p in parts[1:]:
+        shutil.move(hold / p, peers / p)
+    r = run()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "out" / "payload.bin").read_bytes() == (src / "payload.bin").read_bytes()
+    out = tmp_path / "out"
+    assert f"PYTHONPATH={out}:{out}/nvidia_cutlass_dsl/dsl_packages" in r.stdout
