@@ -54,9 +54,11 @@ bench: setup
 report: setup
 	@$(TR) report bench/results/latest
 
-# The bundle builds its own sm_90 C++ extension and needs the Rust wheel, not the 4-arch build of build-all.
+# gpu-bundle/ (ours: its own sm_90 C++ extension and the Rust wheel, not the 4-arch build of build-all, ~60 MiB)
+# and gpu-peers/ (the optional peers' runtime in <= 38 MiB parts; PEERS=0 skips it)
 gpu-bundle: setup build-rust
 	@tools/gpu-bundle.sh
+	@tools/peers-bundle.sh
 
 clean:
-	rm -rf build dist gpu-bundle rust/target
+	rm -rf build dist gpu-bundle gpu-peers rust/target

@@ -91,3 +91,42 @@ def fixed_timer(ms_by_backend: dict[str, float], backend_of=None):
         ms = ms_by_backend(fn) if callable(ms_by_backend) else ms_by_backend
         return timing.summarize([ms * 0.99, ms, ms * 1.01], timing.CPU_WALL)
     return timer
+
+
+class CallerMemoryWrites:
+    """A TorchDispatchMode that lists every aten op run inside it which writes into memory the caller
+    allocated before the call (an `out=` buffer, an input): e.g. `out.copy_(result)` or
+    `torch.softmax(x, out=out)`. Writes into tensors allocated inside the call (a returning op's own
+    output, temporaries of a decomposition) are allowed. `ops` lists every op seen, so a test can also
+    check that something ran at all."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        recorder = self
+        self.ops, self.writes, self._fresh = [], [], set()
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                name = str(func.overloadpacket.__name__) + "." + func._overloadname
+                recorder.ops.append(name)
+                for i, arg in enumerate(func._schema.arguments):
+                    value = kwargs.get(arg.name, args[i] if i < len(args) and not arg.kwarg_only else None)
+                    if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.Tensor):
+                        if value.untyped_storage().data_ptr() not in recorder._fresh:
+                            recorder.writes.append(f"{name} writes '{arg.name}' (caller memory)")
+                out = func(*args, **kwargs)
+                for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                    if isinstance(t, torch.Tensor) and not func._schema.is_mutable:
+                        recorder._fresh.add(t.untyped_storage().data_ptr())
+                return out
+
+        self._mode = Mode()
+
+    def __enter__(self):
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)

@@ -1,7 +1,7 @@
 """The real `tilerosetta bench` command with one extra CPU backend, "killer", for the --gpus tests.
 
-killer is torch's reference on CPU, except that on the (op, dtype) named by SHARD_TEST_KILL ("softmax:fp16")
-it kills its own process with SIGKILL, as a kernel fault that takes the driver down would: no Python
+killer is torch's reference on CPU, except that on the (op, dtype) named by SHARD_TEST_KILL ("softmax:fp16", headline
+input only) it kills its own process with SIGKILL, as a kernel fault that takes the driver down would: no Python
 exception, no record, only the "start" line of that case left in the worker's file. Not collected by
 pytest (no test_ prefix); run as `python shard_fake_worker.py bench ARGS`.
 """
@@ -27,7 +27,9 @@ class KillerBackend(Backend):
 
     def _maybe_die(self, op, fn):
         def call(*args, **kw):
-            if os.environ.get("SHARD_TEST_KILL") == f"{op}:{dtype_name(args[0].dtype)}":
+            # only on the headline input (|x| < 20): softmax's x30 logits case beside it runs normally
+            if (os.environ.get("SHARD_TEST_KILL") == f"{op}:{dtype_name(args[0].dtype)}"
+                    and float(args[0].abs().max()) < 20):
                 os.kill(os.getpid(), signal.SIGKILL)
             return fn(*args, **kw)
         return call

@@ -87,3 +87,17 @@ def test_scaling_run_on_the_gpu(tmp_path):
     assert large["pct_of_ceiling"] > 50
     paths = report.write(path, tmp_path / "rep")
     assert (paths["plots"] / "scaling_vector_add.png").exists()
+
+
+def test_torch_returning_form_is_captured_with_its_allocation(tmp_path, ceil):
+    """Issue 13: torch's fused F.rms_norm / softmax are timed as users call them, the output allocated
+    inside the CUDA graph; the replay must reproduce the result (verify) for the method to be a graph."""
+    from tilerosetta import backends
+
+    rn, sm = get_spec("rms_norm"), get_spec("softmax")
+    plan = [(rn, torch.bfloat16, rn.bench_cases[0]), (sm, torch.bfloat16, sm.bench_cases[0])]
+    with results.ResultsWriter(tmp_path / "r.jsonl") as w:
+        recs = runner.Runner([backends.get("torch")], w, runner.Settings(warmup_ms=5, rep_ms=20), ceil).run(plan)
+    for r in recs:
+        assert r["status"] == "ok" and r["convention"] == "returns" and r["method"] == timing.GRAPH, r
+        assert 1 < r["pct_of_ceiling"] < 110, r

@@ -104,7 +104,9 @@ def test_bench_shards_merge_every_result_with_its_gpu(tmp_path, fake_gpus, capsy
     (merged,) = tmp_path.glob("*-cpu.jsonl")
     res = results.load(merged)
     keys = sorted(results.key_of(r) for r in res.results)
-    assert keys == sorted(("torch", op, dt, case) for op, case in (("vector_add", "N65537"), ("softmax", "M5_N16384"))
+    # softmax is timed on its headline input and on the x30 logits beside it (spec.bench_distributions)
+    assert keys == sorted(("torch", op, dt, case) for op, case in (("vector_add", "N65537"), ("softmax", "M5_N16384"),
+                                                                   ("softmax", "M5_N16384_randn_x30"))
                           for dt in ("fp32", "fp16", "bf16"))
     assert all(r["status"] == "ok" for r in res.results)
     share_files = {s["shard"]: s for s in res.meta["shards"]}
@@ -126,7 +128,7 @@ def test_a_dying_worker_loses_only_its_current_case_then_resume_per_share(tmp_pa
     assert shard.run_bench(args, prefix=FAKE_WORKER) == 0  # the worker was restarted and finished its share
     (merged,) = tmp_path.glob("*-cpu.jsonl")
     res = results.load(merged)
-    assert len(res.results) == 12  # 2 backends x 2 ops x 3 dtypes, each once
+    assert len(res.results) == 18  # 2 backends x 3 cases (vector_add; softmax randn and x30) x 3 dtypes, each once
     bad = [(r["backend"], r["op"], r["dtype"], r["status"]) for r in res.results if r["status"] != "ok"]
     assert bad == [("killer", "softmax", "fp16", "crashed")]
     dead = next(r for r in res.results if r["status"] == "crashed")["shard"]
@@ -151,7 +153,7 @@ def test_a_dying_worker_loses_only_its_current_case_then_resume_per_share(tmp_pa
     assert all(after[p] == before[p] for p in after if p != other)
     (merged2,) = (tmp_path / "again").glob("*-cpu.jsonl")
     res2 = results.load(merged2)
-    assert len(res2.results) == 12 and results.key_of(res2.by_key()[lost]) == lost
+    assert len(res2.results) == 18 and results.key_of(res2.by_key()[lost]) == lost
     assert res2.by_key()[lost]["status"] == "ok"
 
 

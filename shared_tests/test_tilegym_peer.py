@@ -307,13 +307,44 @@ def test_attention_refuses_negative_scale(fake_tilegym):
         fn(q, q, q, torch.empty_like(q), causal=True, scale=-0.5)
 
 
+def test_ops_tilegym_allocates_are_timed_as_returned_without_our_copy(fake_tilegym, tmp_path):
+    """The bench times TileGym's returning ops as y = op(x): no write into caller memory in the timed call."""
+    from bench_fakes import CallerMemoryWrites, fixed_timer
+
+    from tilerosetta.bench import results, runner
+
+    peer = fake_tilegym()
+    assert set(peer.returning()) == {op for op, (_, mode) in OP_MAP.items() if mode == "returns"}
+    assert {"softmax", "rms_norm", "layer_norm", "matmul", "attention"} <= set(peer.returning())
+    peer.device_type = "cpu"  # the fake computes on CPU tensors; the real peer needs a GPU to be available
+    peer.available = lambda: (True, "fake tilegym on CPU")
+    watched, inner = [], fixed_timer(1.0)
+
+    def timer(fn, device_type, verify):
+        with CallerMemoryWrites() as rec:
+            fn()
+        watched.append(rec)
+        return inner(fn, device_type, verify)
+
+    plan = []
+    for op in sorted(peer.returning()):
+        spec = SPECS[op]
+        plan.append((spec, FP32 if FP32 in spec.dtypes else spec.dtypes[0], spec.cases[3]))
+    with results.ResultsWriter(tmp_path / "r.jsonl") as w:
+        recs = runner.Runner([peer], w, runner.Settings(cpu=True), timer=timer).run(plan)
+    assert [(r["op"], r["status"], r["convention"]) for r in recs] == [(p[0].name, "ok", "returns") for p in plan]
+    for r, rec in zip(recs, watched):
+        assert rec.ops and rec.writes == [], (r["op"], rec.writes)
+
+
 def test_report_config_says_how_the_output_is_produced():
     peer = TileGymPeer()
     assert peer.config_space("softmax", FP32) == []
-    assert peer.default_config("softmax", FP32, {})["out"] == "copy"
+    assert peer.default_config("softmax", FP32, {})["out"] == "returns"
     assert peer.default_config("transpose", FP32, {})["out"] == "direct"
     assert peer.default_config("vector_add", FP32, {}) == {}
-    assert peer.out_note("transpose") is None and "out.copy_" in peer.out_note("matmul")
+    assert peer.out_note("transpose") is None and peer.out_note("matmul") is None
+    assert "out.copy_(q)" in peer.out_note("rope")
     assert "cos/sin[:, :D/2]" in peer.out_note("rope")
 
 
@@ -363,7 +394,8 @@ def test_real_tilegym_signatures_accept_our_calls(op):
         return torch.zeros_like(outputs["out"])
 
     fn = tilegym_peer._BINDERS[op](recorder)
-    fn(*inputs.values(), *outputs.values(), **spec.full_params(spec.cases[-1].params))
+    tensors = inputs.values() if mode == "returns" else [*inputs.values(), *outputs.values()]
+    fn(*tensors, **spec.full_params(spec.cases[-1].params))
     (args, kwargs), = calls
     assert kwargs.pop("backend") == "cutile"
     sig = inspect.signature(_cutile_impl(tg, tg_name))

@@ -21,6 +21,12 @@ export TILEROSETTA_TOOLCHAIN="$work/toolchain/nvidia/cu13"
 unset CUDA_HOME CUDA_PATH
 export PATH="$TILEROSETTA_TOOLCHAIN/bin:$PATH"
 export PYTHONPATH="$repo/python:$work/site${PYTHONPATH:+:$PYTHONPATH}"
+# The optional peers' runtime (Quack, FA4, Liger, CuTe DSL), once tools/gpu-peers-stage.sh unpacked it. The
+# cutlass wheel's .pth is not processed on PYTHONPATH, hence its dsl_packages folder named here.
+peers=${PEERS_SITE:-/tmp/peers-site}
+if [ -f "$peers/.complete" ] && [[ ":$PYTHONPATH:" != *":$peers:"* ]]; then
+  export PYTHONPATH="$PYTHONPATH:$peers:$peers/nvidia_cutlass_dsl/dsl_packages"
+fi
 export PYTHONUNBUFFERED=1
 # The C++ extension in this bundle may hold cubins for the node's arch only (gpu-bundle NODE_ARCHS).
 [ -f "$here/tile-cpp-archs" ] && export TILEROSETTA_TILE_CPP_ARCHS=$(cat "$here/tile-cpp-archs")

@@ -16,6 +16,9 @@
 #      process per backend; GPUS_COMPARE=1 runs each first on one GPU (--gpus 1) for the wall-time comparison.
 #      Each run starts with empty JIT caches (Triton's and ~/.cache) so neither profits from the other's
 #      compiles. Wall times in shard-walltime.txt; workers' files in shards.tar.gz.
+#      Peers (issue 13): when gpu-peers/ parts were carried (tools/peers-bundle.sh), tools/gpu-peers-stage.sh
+#      checks/unpacks them first and the peers' runtime goes on PYTHONPATH; PEERS_SMOKE=1 runs
+#      tools/peers_smoke.py (T_SMOKE, 120 s) before the bench; SKIP_SUITE=1 skips the conformance suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}
@@ -24,6 +27,12 @@ mkdir -p "$out"
 export LOGDIR="$out"
 t0=$(date +%s)
 stamp() { echo "== $1: $(( $(date +%s) - t0 )) s"; }
+peers_site=${PEERS_SITE:-/tmp/peers-site}
+if [ -d gpu-peers ] || [ -d "${PEERS_PARTS:-/tmp/peers-parts}" ]; then
+  tools/gpu-peers-stage.sh | tee "$out/peers-stage.txt" | tail -2
+fi
+# also for a gpu-bundle/run.sh copied before it learnt this (it keeps an exported PYTHONPATH)
+[ -f "$peers_site/.complete" ] && export PYTHONPATH="$peers_site:$peers_site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}"
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   echo "CUDA_HOME=${CUDA_HOME:-unset}"
@@ -35,7 +44,9 @@ shards=$(mktemp -d)
 runs=${GPUS:-}; [ -n "${GPUS:-}" ] && [ "${GPUS_COMPARE:-0}" = 1 ] && runs="1 $GPUS"
 fresh_caches() { local c; c=$(mktemp -d); export TRITON_CACHE_DIR=$c/triton XDG_CACHE_HOME=$c; }
 suite=$(mktemp -d)
-if [ -n "${GPUS:-}" ]; then
+if [ "${SKIP_SUITE:-0}" = 1 ]; then
+  echo "suite: skipped (SKIP_SUITE=1)" | tee "$out/suite-summary.txt"
+elif [ -n "${GPUS:-}" ]; then
   # One worker per GPU, each on its share of backend x op groups (a fault still kills only its own worker).
   files=(${SHARD_SUITE:-shared_tests/test_conformance.py shared_tests/test_random_shapes.py shared_tests/test_bad_inputs.py})
   for g in $runs; do
@@ -90,6 +101,12 @@ if [ -n "${SWEEPS:-}" ]; then
   tar -C "$sweeps" -czf "$out/sweeps.tar.gz" .
   stamp "sweeps"
 fi
+if [ "${PEERS_SMOKE:-0}" = 1 ]; then
+  timeout "${T_SMOKE:-120}" gpu-bundle/run.sh shell python3 tools/peers_smoke.py --max-seconds "$(( ${T_SMOKE:-120} - 15 ))" \
+    --require "${PEERS_REQUIRE:-tilegym,torch_compile,liger,quack,fa4,sdpa_cudnn,sdpa_flash}" \
+    > "$out/peers-smoke.log" 2>&1; echo "peers smoke: exit $?"; cat "$out/peers-smoke.log"
+  stamp "peers smoke"
+fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -n "${GPUS:-}" ]; then
   for g in $runs; do
     s=$(date +%s)
@@ -116,6 +133,6 @@ if [ "${SCALING:-0}" = 1 ]; then  # how cost grows with size: its own scaling-*.
 fi
 # The device tool returns at most 8 files from $OUT (run 9 lost its tuned_configs.json to that limit):
 # keep the results files and archives, pack the logs into one.
-( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log shard-walltime.txt 2>/dev/null || true) \
+( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log shard-walltime.txt peers-*.txt peers-*.log 2>/dev/null || true) \
   && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs )
 ls "$out"

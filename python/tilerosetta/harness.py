@@ -33,10 +33,12 @@ class CheckResult:
                 f"tol={self.tol:g}{'' if self.ok else ': ' + self.message}")
 
 
-def make_case_tensors(spec: OpSpec, case: Case, dtype: torch.dtype, device, seed: int):
+def make_case_tensors(spec: OpSpec, case: Case, dtype: torch.dtype, device, seed: int, bench: bool = False):
+    """Inputs and NaN-poisoned outputs. bench=True draws the benchmark inputs (like real activations,
+    spec.make_bench_inputs); otherwise the conformance inputs, which may be stress distributions."""
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
-    inputs = spec.make_inputs(case, dtype, device, gen)
+    inputs = (spec.make_bench_inputs if bench else spec.make_inputs)(case, dtype, device, gen)
     outputs = spec.make_outputs(case, dtype, device)
     return inputs, outputs
 

@@ -6,7 +6,8 @@ import importlib
 
 from tilerosetta.backends.base import Backend, BoundOp, UnavailableBackend
 
-# name -> (module, class, language). The order is the order of every listing and report.
+# name -> (module, class, language). The order is the order of every listing and report: the torch
+# baseline, our backends, then the peers (someone else's kernels).
 REGISTRY: dict[str, tuple[str, str, str]] = {
     "torch": ("tilerosetta.backends.torch_ref", "TorchBackend", "PyTorch (cuBLAS/cuDNN baseline)"),
     "cutile_py": ("tilerosetta.backends.cutile_py", "CuTilePyBackend", "cuTile Python"),
@@ -16,6 +17,13 @@ REGISTRY: dict[str, tuple[str, str, str]] = {
     "cutile_jl": ("tilerosetta.backends.cutile_jl", "CuTileJlBackend", "cuTile.jl (juliacall)"),
     # A peer, not one of ours: NVIDIA's own cuTile kernels, optional (included only where tilegym imports).
     "tilegym": ("tilerosetta.backends.tilegym_peer", "TileGymPeer", "NVIDIA TileGym (peer)"),
+    # More peers, each optional, each timed as its users call it (returning form): never one of ours.
+    "torch_compile": ("tilerosetta.backends.torch_compile_peer", "TorchCompilePeer", "torch.compile (peer)"),
+    "liger": ("tilerosetta.backends.liger_peer", "LigerPeer", "Liger-Kernel (peer)"),
+    "quack": ("tilerosetta.backends.quack_peer", "QuackPeer", "Quack (peer)"),
+    "fa4": ("tilerosetta.backends.attention_peers", "Fa4Peer", "FlashAttention 4 (peer)"),
+    "sdpa_cudnn": ("tilerosetta.backends.attention_peers", "SdpaCudnnPeer", "torch SDPA cuDNN (peer)"),
+    "sdpa_flash": ("tilerosetta.backends.attention_peers", "SdpaFlashPeer", "torch SDPA flash (peer)"),
 }
 BACKEND_NAMES = tuple(REGISTRY)
 _CACHE: dict[str, Backend] = {}

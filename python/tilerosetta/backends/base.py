@@ -7,6 +7,13 @@ A backend subclass provides:
   * `missing() -> {op: reason}`: ops it does not implement, each with why. An op is never silently
     served by another backend.
   * `device_type`: where its tensors must live ("cuda"; "cpu" for interpreters).
+  * optionally `returning() -> {op: fn}`: the op in the form its own users call it, fn(*inputs, **params)
+    returning its output (or a tuple of outputs, in the spec's order) in memory it allocated itself.
+    Only baselines and peers (torch, torch.compile, Liger, Quack, FA4, TileGym, ...) have it: the
+    benchmark times that form when present, so their numbers never include a copy into our buffer.
+    Our own backends stay destination-passing. `destination_from_returning` derives the destination
+    form of such an op for the conformance suite (a copy there is harmless: it is never timed).
+  * optionally `peer`: set on someone else's kernels shown beside ours (labelled "peer" everywhere).
 
 `op(name)` returns a BoundOp that validates every argument against the op spec before the raw call,
 so bad inputs are refused the same way, with the same message shape, on every backend.
@@ -56,6 +63,59 @@ class BoundOp:
 INT32_ELEMENTS = 2**31 - 1  # the element limit of kernels that index with 32-bit integers
 
 
+DESTINATION = "destination"  # fn(*inputs, *outputs, **params) writes into buffers the caller allocated
+RETURNS = "returns"  # fn(*inputs, **params) -> output(s) it allocated itself (how torch users call torch)
+
+
+class ReturningOp:
+    """One op of a baseline or peer in its returning form, validated on every call like a BoundOp."""
+
+    def __init__(self, backend: "Backend", op: str, fn: Callable):
+        self.backend, self.spec, self.fn = backend, get_spec(op), fn
+
+    def __call__(self, *tensors: torch.Tensor, **params: Any):
+        spec, name = self.spec, self.backend.name
+        if len(tensors) != len(spec.inputs):
+            raise TileRosettaError(spec.name, name, None, f"expected {len(spec.inputs)} input tensors "
+                                                          f"({', '.join(spec.inputs)}), got {len(tensors)}")
+        spec.validate(name, self.backend.device_type, dict(zip(spec.inputs, tensors)), params,
+                      self.backend.dtypes(spec.name), with_outputs=False)
+        full = spec.full_params(params)
+        try:
+            result = self.fn(*tensors, **full)
+        except TileRosettaError:
+            raise
+        except Exception as exc:
+            raise RuntimeError(f"{name}.{spec.name}: {type(exc).__name__}: {exc}") from exc
+        return as_outputs(spec, name, result)
+
+
+def as_outputs(spec, backend: str, result) -> dict[str, torch.Tensor]:
+    """A returning-form result as {output name: tensor}, in the spec's order; refuses a wrong count."""
+    items = result if isinstance(result, (tuple, list)) else (result,)
+    names = list(spec.outputs)
+    if len(items) != len(names) or not all(isinstance(t, torch.Tensor) for t in items):
+        raise TileRosettaError(spec.name, backend, None, f"returning form gave {type(result).__name__} "
+                                                         f"({len(items)} item(s)); expected {len(names)} tensor(s) "
+                                                         f"({', '.join(names)})")
+    return dict(zip(names, items))
+
+
+def destination_from_returning(op: str, fn: Callable) -> Callable:
+    """The destination form fn(*inputs, *outputs, **params) of a returning-form op: calls it, then copies
+    each result into the caller's output. For conformance only; the benchmark times `fn` itself."""
+    spec = get_spec(op)
+    n_in = len(spec.inputs)
+
+    def destination(*tensors, **params):
+        result = fn(*tensors[:n_in], **params)
+        for out, value in zip(tensors[n_in:], as_outputs(spec, "?", result).values()):
+            out.copy_(value)
+    destination.__name__ = op
+    destination.returning = fn  # so a test can tell the wrapper from a native destination op
+    return destination
+
+
 class Backend:
     name: str = "?"
     language: str = "?"
@@ -70,6 +130,14 @@ class Backend:
 
     def implementations(self) -> dict[str, Callable]:
         raise NotImplementedError
+
+    def returning(self) -> dict[str, Callable]:
+        """Ops in the form their users call them, fn(*inputs, **params) -> output(s); {} = none (ours)."""
+        return {}
+
+    def convention(self, op: str) -> str:
+        """How the benchmark calls (and times) op: RETURNS when the returning form exists, else DESTINATION."""
+        return RETURNS if op in self.returning() else DESTINATION
 
     def missing(self) -> dict[str, str]:
         have = self.implementations()
@@ -155,6 +223,14 @@ class Backend:
         if name not in impls:
             raise OpMissing(self.name, name, self.missing().get(name, "not implemented"))
         return BoundOp(self, name, impls[name])
+
+    def op_returning(self, name: str) -> ReturningOp:
+        """The returning form of op `name` (see returning()); OpMissing when this backend has none."""
+        bound = self.op(name)  # same availability / missing checks as the destination form
+        fn = self.returning().get(name)
+        if fn is None:
+            raise OpMissing(self.name, name, "no returning form (this backend is destination-passing)")
+        return ReturningOp(self, bound.spec.name, fn)
 
 
 class UnavailableBackend(Backend):

@@ -9,11 +9,11 @@ How an op is called
     every call, after `tilegym.set_backend("cutile")`. An op is offered only when TileGym's registry
     holds a real "cutile" implementation for it (`has_backend_impl`), so the dispatcher can never fall
     back to Triton or PyTorch behind our back; otherwise the op is listed missing with that reason.
-  * Destination passing: TileGym writes into our `out` where its API takes an output (transpose,
-    silu_and_mul). Elsewhere it allocates its own result, which we copy into `out`; that copy is part
-    of the timed call (for memory-bound ops it roughly doubles the bytes moved), so such ops say
-    `out=copy` in their config and the report footnotes them. rope is in-place in TileGym: we copy q into
-    `out` and rotate `out` there.
+  * As TileGym's users call it: where its API takes an output (transpose, silu_and_mul) it writes into
+    our `out` (destination form). Elsewhere it allocates its own result and the benchmark times exactly
+    that, y = tilegym.ops.softmax(x) (returning form, `returning()`): no copy into our buffer is timed.
+    The conformance suite calls a wrapper that copies the result into `out` (never timed). rope is
+    in-place in TileGym: we copy q into `out` and rotate `out` there (that copy is timed and footnoted).
   * TileGym autotunes on the first call of each shape (cuda.tile.tune.exhaustive_search, which
     synchronises); later calls, and the CUDA-graph capture of the benchmark, reuse its cached choice.
 
@@ -49,7 +49,7 @@ from typing import Any, Callable
 import torch
 
 from tilerosetta import toolchain
-from tilerosetta.backends.base import Backend
+from tilerosetta.backends.base import Backend, destination_from_returning
 from tilerosetta.errors import TileRosettaError
 from tilerosetta.specs import OP_NAMES, get_spec
 
@@ -57,23 +57,23 @@ NAME = "tilegym"
 TESTED_VERSION = "1.5.1"  # the version this mapping was written against (tools/gpu-bundle.sh carries it)
 
 # our op -> (TileGym registry/op name, how the output reaches our `out`)
-#   direct: TileGym writes into `out`; copy: TileGym allocates, we copy; inplace: we copy q into `out`
-#   and TileGym rotates it in place.
+#   direct: TileGym writes into `out`; returns: TileGym allocates and returns its result (timed as such);
+#   inplace: we copy q into `out` and TileGym rotates it in place.
 OP_MAP: dict[str, tuple[str, str]] = {
     "transpose": ("transpose", "direct"),
-    "softmax": ("softmax", "copy"),
-    "rms_norm": ("rms_norm", "copy"),
-    "layer_norm": ("layer_norm", "copy"),
+    "softmax": ("softmax", "returns"),
+    "rms_norm": ("rms_norm", "returns"),
+    "layer_norm": ("layer_norm", "returns"),
     "silu_and_mul": ("silu_and_mul", "direct"),
     "rope": ("apply_rope_base", "inplace"),
-    "matmul": ("matmul", "copy"),
-    "bmm": ("bmm", "copy"),
-    "attention": ("fmha", "copy"),
+    "matmul": ("matmul", "returns"),
+    "bmm": ("bmm", "returns"),
+    "attention": ("fmha", "returns"),
 }
 NOT_IN_TILEGYM = {"vector_add": "TileGym has no element-wise add op (nothing to compare with)"}
 OUT_NOTES = {
     "direct": "TileGym writes into out",
-    "copy": "TileGym allocates its result; the timed call includes out.copy_(result)",
+    "returns": "TileGym allocates and returns its result; timed as returned (no copy)",
     "inplace": "TileGym's rope is in place; the timed call includes out.copy_(q) and a 1-head scratch k",
 }
 
@@ -205,8 +205,18 @@ class TileGymPeer(Backend):
         return found, missing
 
     def implementations(self):
+        """Destination form of every op; a returning op is wrapped with a copy (conformance only)."""
         found, _ = self._resolve()
-        return {op: _BINDERS[op](fn) for op, fn in found.items()}
+        impls = {}
+        for op, fn in found.items():
+            bound = _BINDERS[op](fn)
+            impls[op] = destination_from_returning(op, bound) if OP_MAP[op][1] == "returns" else bound
+        return impls
+
+    def returning(self):
+        """The ops TileGym's users call as y = op(x, ...): timed as such, without a copy into our `out`."""
+        found, _ = self._resolve()
+        return {op: _BINDERS[op](fn) for op, fn in found.items() if OP_MAP[op][1] == "returns"}
 
     def missing(self):
         _, missing = self._resolve()
@@ -228,7 +238,7 @@ class TileGymPeer(Backend):
     def out_note(self, op: str) -> str | None:
         """A note for results of this op whose timing includes more than TileGym's kernel."""
         mode = OP_MAP.get(op, (None, "direct"))[1]
-        note = OUT_NOTES[mode] if mode != "direct" else None
+        note = OUT_NOTES[mode] if mode == "inplace" else None
         if op == "rope":
             note += "; TileGym reads cos/sin[:, :D/2] only (Llama layout cos = cat(f, f))"
         return note
@@ -248,7 +258,8 @@ class TileGymPeer(Backend):
         return v
 
 
-# ---- one binder per op: fn(*inputs, *outputs, **params) around TileGym's call ----------------------
+# ---- one binder per op around TileGym's call: fn(*inputs, *outputs, **params) for direct/inplace ops,
+# fn(*inputs, **params) -> result for the ops TileGym returns ------------------------------------------
 # Every call passes backend="cutile", which TileGym's dispatcher pops and honours.
 CUTILE = {"backend": "cutile"}
 
@@ -260,22 +271,22 @@ def _transpose(tg_op):
 
 
 def _softmax(tg_op):
-    def softmax(x, out):
-        out.copy_(tg_op(x, **CUTILE))  # TileGym allocates its result: this copy is timed too
+    def softmax(x):
+        return tg_op(x, **CUTILE)
     return softmax
 
 
 def _rms_norm(tg_op):
-    def rms_norm(x, w, out, eps):
+    def rms_norm(x, w, eps):
         # (input, normalized_shape (unused), weight, eps); offset=0.0 is y = norm(x) * w (Llama)
-        out.copy_(tg_op(x, None, w, eps, offset=0.0, **CUTILE))
+        return tg_op(x, None, w, eps, offset=0.0, **CUTILE)
     return rms_norm
 
 
 def _layer_norm(tg_op):
-    def layer_norm(x, w, b, out, eps):
+    def layer_norm(x, w, b, eps):
         # normalise dims [1, 2) of (M, N): every row over its N columns
-        out.copy_(tg_op(x, 1, 2, w, b, eps, **CUTILE))
+        return tg_op(x, 1, 2, w, b, eps, **CUTILE)
     return layer_norm
 
 
@@ -300,24 +311,24 @@ def _rope(tg_op):
 
 
 def _matmul(tg_op):
-    def matmul(a, b, out):
-        out.copy_(tg_op(a, b, **CUTILE))
+    def matmul(a, b):
+        return tg_op(a, b, **CUTILE)
     return matmul
 
 
 def _bmm(tg_op):
-    def bmm(a, b, out):
-        out.copy_(tg_op(a, b, **CUTILE))
+    def bmm(a, b):
+        return tg_op(a, b, **CUTILE)
     return bmm
 
 
 def _attention(tg_op):
-    def attention(q, k, v, out, causal, scale):
+    def attention(q, k, v, causal, scale):
         if scale is not None and scale < 0:
             raise TileRosettaError("attention", NAME, "scale", f"{scale} < 0: TileGym applies the scale after the "
                                                                f"row max and the causal -inf mask (needs scale >= 0)")
         scaling = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-        out.copy_(tg_op(q, k, v, scaling=scaling, is_causal=bool(causal), **CUTILE))
+        return tg_op(q, k, v, scaling=scaling, is_causal=bool(causal), **CUTILE)
     return attention
 
 

@@ -53,7 +53,8 @@ def geomean(values) -> float | None:
 def cell_stats(res: Results, op: str, backend: str, dtype: str) -> dict:
     """Aggregate of one op x backend at one dtype over its bench sizes (geometric means): % of ceiling and
     ratio to the best peer of each case, with how many of those cases are ties (spreads overlap)."""
-    recs = [r for r in res.results if r["op"] == op and r["backend"] == backend and r["dtype"] == dtype]
+    recs = [r for r in res.results if r["op"] == op and r["backend"] == backend and r["dtype"] == dtype
+            and r.get("headline", True)]  # a non-headline input distribution (softmax x30) is not aggregated
     ok = [r for r in recs if r["status"] == "ok"]
     vs = [v for v in (res.vs_best_peer(r) for r in ok) if v is not None]
     return {"n": len(recs), "ok": len(ok), "bad": sorted({r["status"] for r in recs if r["status"] in BAD}),
@@ -370,6 +371,26 @@ def launch_table(res: Results):
     return ["backend", "case", "BoundOp µs/call", "raw fn µs/call", "validation µs"], rows
 
 
+CALL_NOTE = ("call: the calling convention timed. 'returns' = y = fn(x, ...) as the baseline's or peer's users "
+             "call it, allocating its own output (inside the CUDA graph); 'destination' = fn(x, ..., out) "
+             "writing into a buffer we allocated (our backends, and ops a library itself takes an out= for).")
+
+
+def distribution_notes(res: Results) -> list[Block]:
+    """Which input distribution is each op's headline, for ops also timed on another one (softmax)."""
+    other: dict[str, set] = {}
+    head: dict[str, str] = {}
+    for r in res.results:
+        if "distribution" in r:
+            (head.__setitem__(r["op"], r["distribution"]) if r.get("headline", True)
+             else other.setdefault(r["op"], set()).add(r["distribution"]))
+    if not other:
+        return []
+    return [Block("p", "Input distributions: " + "; ".join(
+        f"{op}: headline on {head.get(op, '?')} inputs; also timed on {', '.join(sorted(d))} (cases named "
+        f"..._{'/'.join(sorted(d))}, in the table below only, not in the headline aggregates)" for op, d in other.items()))]
+
+
 def results_table(res: Results):
     rows = []
     for r in sorted(res.results, key=lambda r: (res.ops().index(r["op"]), r["dtype"], r["case"],
@@ -380,13 +401,13 @@ def results_table(res: Results):
         v = res.vs_best_peer(r)
         rows.append([r["op"], r["dtype"], r["case"], short_label(res, r["backend"]),
                      r["status"] + (" (suspect)" if r.get("suspect") else ""),
-                     r.get("method", "-"), fmt_ms(t.get("median_ms")),
+                     r.get("method", "-"), r.get("convention", "-"), fmt_ms(t.get("median_ms")),
                      f"{fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}" if t else "-",
                      _f((r.get("eager") or {}).get("wall_us"), 1), _f(r.get("tflops"), 1), _f(r.get("gbps"), 0),
                      _f(r.get("pct_of_ceiling"), 0, "%"),
                      _f(res.pct_of_datasheet(r), 0, "%"),
                      f"{ratio_text(v[0], v[1])} vs {v[2]}" if v else "-", _config_text(r.get("config"))])
-    return ["op", "dtype", "case", "backend", "status", "method", "median", "p20 – p80", "eager µs/call",
+    return ["op", "dtype", "case", "backend", "status", "method", "call", "median", "p20 – p80", "eager µs/call",
             "TFLOP/s", "GB/s",
             "% ceiling", "% datasheet", "vs best peer", "config"], rows
 
@@ -546,7 +567,8 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = 
                    "the validating BoundOp and through the backend's raw function."),
         Block("table", header=h, rows=rows)]))
     h, rows = results_table(res)
-    sections.append(Section("All results", method_notes(res) + [Block("table", header=h, rows=rows)]))
+    sections.append(Section("All results", method_notes(res) + distribution_notes(res) +
+                            [Block("p", CALL_NOTE), Block("table", header=h, rows=rows)]))
     sections.append(Section("Problems and gaps", problems(res)))
     h, rows = environment_rows(res)
     sections.append(Section("Environment", [Block("table", header=["item", "value"], rows=rows)]))

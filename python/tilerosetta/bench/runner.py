@@ -1,8 +1,14 @@
 """`tilerosetta bench`: every available backend x op x dtype x bench case, checked, then timed one way.
 
 For each (op, dtype, case) the reference is computed once (float64, from pristine inputs); then each
-backend gets fresh inputs from the same seed and NaN-poisoned outputs:
+backend gets fresh inputs from the same seed and NaN-poisoned outputs. Inputs are the spec's bench inputs
+(make_bench_inputs: like real activations; the conformance stress inputs are never timed); an op whose
+speed depends on the input distribution is timed on each of its spec's bench_distributions, the first
+being the headline (records carry "distribution" and "headline"):
 
+  0. the calling convention: a baseline or peer with a returning form (backend.returning()) is called
+     and timed as its users call it, y = fn(*inputs, **params), allocating its own output; everyone
+     else destination-passing into our NaN-poisoned outputs. Recorded as "convention".
   1. first call, host wall time to completion    -> first_call_ms (cold: JIT/compile + launch)
   2. compare with the reference                   -> status "wrong" (never timed) or go on
   3. second call, host wall time to completion   -> warm_call_ms
@@ -23,6 +29,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from tilerosetta.backends import Backend
+from tilerosetta.backends.base import RETURNS
 from tilerosetta.bench import timing
 from tilerosetta.bench.ceilings import Ceilings
 from tilerosetta.bench.results import ResultsWriter, clean_floats, key_of, metrics, now_iso, ratio_text
@@ -128,6 +135,9 @@ def build_plan(ops: Iterable[str], dtypes: Iterable[str] | None, size: str | Non
             if dtype_name(d) in wanted:
                 for case in select_cases(spec, size, quick, cpu):
                     plan.append((spec, d, case))
+                    if not quick:  # an op timed on more than one input distribution: the others too
+                        plan += [(spec, d, Case(case.dims, case.params, case.label, dist))
+                                 for dist in list(spec.bench_distributions)[1:]]
     return plan
 
 
@@ -135,7 +145,8 @@ def build_plan(ops: Iterable[str], dtypes: Iterable[str] | None, size: str | Non
 def base_record(backend: Backend, spec: OpSpec, dtype: torch.dtype, case: Case) -> dict:
     return {"type": "result", "backend": backend.name, "op": spec.name, "dtype": dtype_name(dtype),
             "case": case.name, "dims": dict(case.dims), "params": spec.full_params(case.params),
-            "bound": spec.bound}
+            "bound": spec.bound, "distribution": spec.bench_distribution(case),
+            "headline": spec.is_headline(case)}
 
 
 def skip_reason(backend: Backend, spec: OpSpec, dtype: torch.dtype, settings: Settings) -> tuple[str, str] | None:
@@ -187,7 +198,7 @@ class CaseRunner:
         key = (spec.name, dtype, case.name, device)
         if self._ref_key != key:
             self._ref_key, self._ref = None, None  # free the previous case's reference first
-            inputs, _ = make_case_tensors(spec, case, dtype, device, SEED)
+            inputs, _ = make_case_tensors(spec, case, dtype, device, SEED, bench=True)
             self._ref = reference(spec, case, inputs)
             self._ref_key = key
         return self._ref
@@ -219,15 +230,32 @@ class CaseRunner:
                 rec["config_note"] = f"default_config failed: {type(exc).__name__}: {exc}"
         else:
             rec["config"], rec["config_forced"] = dict(config), True
-        fn = backend.op(spec.name)
         ref = self.reference_for(spec, dtype, case, device)
-        inputs, outputs = make_case_tensors(spec, case, dtype, device, SEED)
-        args = [*inputs.values(), *outputs.values()]
+        inputs, outputs = make_case_tensors(spec, case, dtype, device, SEED, bench=True)
+        rec["convention"] = backend.convention(spec.name)
+        if rec["convention"] == RETURNS:
+            # A baseline or peer timed as its users call it: it allocates its own output (inside the CUDA
+            # graph, as torch's caching allocator would) and nothing is copied into our buffer. `outputs`
+            # is rebound to what the latest call returned, so every check below looks at that.
+            fn = backend.op_returning(spec.name)
+            ins = list(inputs.values())
+            outputs = {}
 
-        def call():
-            fn(*args, **case.params)
+            def call():
+                outputs.update(fn(*ins, **case.params))
+        else:
+            fn = backend.op(spec.name)
+            args = [*inputs.values(), *outputs.values()]
+
+            def call():
+                fn(*args, **case.params)
 
         rec["first_call_ms"] = timing.wall_once(call, device)
+        if rec["convention"] == RETURNS:
+            problem = _returned_problem(spec, case, dtype, inputs, outputs)
+            if problem:
+                rec.update(status="wrong", message=f"returning form: {problem}")
+                return
         ok, err, unwritten, msg = compare(spec, dtype, outputs, ref)
         rec.update(rel_err=err, tol=spec.tolerance(dtype))
         if not ok:
@@ -236,7 +264,7 @@ class CaseRunner:
         rec["warm_call_ms"] = timing.wall_once(call, device)
 
         def verify(run):  # does `run` (e.g. a graph replay) really compute the outputs?
-            for o in outputs.values():
+            for o in outputs.values():  # returning form: the tensors the captured call returned
                 o.fill_(float("nan"))
             run()
             if device == "cuda":
@@ -254,6 +282,9 @@ class CaseRunner:
         if self.settings.eager:  # launch cost beside the graph time (no graph, back-to-back calls)
             rec["eager"] = timing.eager_per_call(call, device, estimate_ms=t.median_ms,
                                                  budget_ms=self.settings.eager_budget_ms)
+        extras = getattr(backend, "record_extras", None)  # e.g. torch_compile's compile time per shape
+        if extras:
+            rec.update(extras(spec.name, dtype, dict(case.dims)) or {})
         note = getattr(backend, "out_note", None)  # a peer whose timed call holds more than its kernel
         if note and note(spec.name):
             rec["note"] = note(spec.name)
@@ -265,6 +296,19 @@ class CaseRunner:
         if (rec.get("pct_of_ceiling") or 0) > SUSPECT_PCT:
             rec["suspect"] = (f"{rec['pct_of_ceiling']:.0f}% of the measured ceiling: the kernel may not run on "
                               f"the current stream, or skip work")
+
+
+def _returned_problem(spec: OpSpec, case: Case, dtype, inputs: dict, outputs: dict) -> str | None:
+    """Why a returning-form result cannot be checked as the op's output (shape, dtype, aliasing), or None."""
+    shapes = spec.shapes(case)
+    in_ptrs = {t.untyped_storage().data_ptr() for t in inputs.values()}
+    for name, t in outputs.items():
+        if tuple(t.shape) != shapes[name] or t.dtype != dtype:
+            return (f"'{name}' came back {tuple(t.shape)} {dtype_name(t.dtype)}, expected {shapes[name]} "
+                    f"{dtype_name(dtype)}")
+        if t.untyped_storage().data_ptr() in in_ptrs:
+            return f"'{name}' shares memory with an input (in-place ops are not a returning form)"
+    return None
 
 
 # ---- launch overhead ------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def listing() -> tuple[Table, list[tuple[str, str]]]:
         # A backend that is not built (or cannot be) does not know its ops yet: its state says it all.
         unknown = not impls and state in ("not built", "unavailable")
         cells = [f"[{style}]{state}[/]" if op in impls or unknown else "[red]missing[/]" for op in OP_NAMES]
-        table.add_row(b.name, b.language, f"[{style}]{state}[/]", *cells)
+        table.add_row(b.name + (" (peer)" if getattr(b, "peer", None) else ""), b.language, f"[{style}]{state}[/]", *cells)
         notes.append((b.name, f"{state}: {reason}"))
         if unknown:
             continue

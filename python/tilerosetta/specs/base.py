@@ -103,6 +103,7 @@ class Case:
     dims: dict[str, int]
     params: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+    dist: str = ""  # benchmark input distribution; "" = the op's headline one (see OpSpec.bench_distributions)
 
     @property
     def name(self) -> str:
@@ -113,7 +114,7 @@ class Case:
                     parts.append(k)
             elif v is not None:
                 parts.append(f"{k}{v:g}" if isinstance(v, float) else f"{k}{v}")
-        return "_".join(parts) + (f"_{self.label}" if self.label else "")
+        return "_".join(parts) + (f"_{self.label}" if self.label else "") + (f"_{self.dist}" if self.dist else "")
 
     def __hash__(self):
         return hash(self.name)
@@ -185,6 +186,11 @@ class OpSpec:
     bound: ClassVar[str] = "memory"  # "memory" or "compute": which roofline ceiling applies
     dim_choices: ClassVar[dict[str, tuple[int, ...]]] = {}  # dims restricted to a few values (random tests)
     scaling: ClassVar[tuple[Scaling, ...]] = ()  # size sweeps of `bench --scaling` (how cost grows with size)
+    # How benchmark inputs are drawn: name -> description, the first is the headline. Benchmarks use
+    # inputs like real activations (make_bench_inputs); make_inputs' stress distributions (x30 logits,
+    # large offsets) are for conformance only. An op whose speed depends on the distribution lists more
+    # than one: the bench times each (the non-headline ones as cases named ..._<dist>).
+    bench_distributions: ClassVar[dict[str, str]] = {"randn": "standard normal, like activations"}
 
     # ---- semantics -------------------------------------------------------------------------
     def reference(self, params: dict[str, Any], **inputs: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -231,6 +237,23 @@ class OpSpec:
             for n in self.inputs
         }
 
+    def bench_distribution(self, case: Case) -> str:
+        """The distribution a bench case draws from (its `dist`, or the headline one)."""
+        dist = case.dist or next(iter(self.bench_distributions))
+        if dist not in self.bench_distributions:
+            raise ValueError(f"{self.name}: unknown bench distribution '{dist}'; expected one of "
+                             f"{list(self.bench_distributions)}")
+        return dist
+
+    def is_headline(self, case: Case) -> bool:
+        return self.bench_distribution(case) == next(iter(self.bench_distributions))
+
+    def make_bench_inputs(self, case: Case, dtype: torch.dtype, device, generator: torch.Generator):
+        """Benchmark inputs, drawn like real activations: standard normal unless an op says otherwise
+        (never make_inputs' stress distributions)."""
+        self.bench_distribution(case)
+        return OpSpec.make_inputs(self, case, dtype, device, generator)
+
     def make_outputs(self, case: Case, dtype: torch.dtype, device, poison: float = float("nan")):
         """Outputs filled with a poison value so unwritten elements are caught."""
         shapes = self.shapes(case)
@@ -247,8 +270,10 @@ class OpSpec:
 
     # ---- validation shared by every backend ----------------------------------------------------
     def validate(self, backend: str, device_type: str, tensors: dict[str, Any], params: dict[str, Any],
-                 dtypes: tuple[torch.dtype, ...] | None = None) -> dict[str, int]:
+                 dtypes: tuple[torch.dtype, ...] | None = None, with_outputs: bool = True) -> dict[str, int]:
         """Check types, dtype, device, contiguity and shapes. Returns the bound dims.
+
+        with_outputs=False checks the inputs only (a returning-form call: the callee allocates outputs).
 
         Raises TileRosettaError naming op, backend and argument on the first problem found.
         """
@@ -265,7 +290,7 @@ class OpSpec:
             if bad:
                 cls, msg = bad
                 raise cls(self.name, backend, key, msg)
-        names = list(self.inputs) + list(self.outputs)
+        names = list(self.inputs) + (list(self.outputs) if with_outputs else [])
         dtype = None
         for n in names:
             t = tensors.get(n)
@@ -299,6 +324,15 @@ class OpSpec:
                         fail(n, f"shape {shape} has {e}={extent} but '{bound_by[e]}' has {e}={dims[e]}")
                     dims.setdefault(e, extent)
                     bound_by.setdefault(e, n)
+        for n in names:  # pass 1b (inputs only): a symbol seen only as 'k*S' (silu_and_mul's 2*H) is derived
+            for extent, e in zip(tensors[n].shape, sym[n]):
+                factors = [f.strip() for f in e.split("*")]
+                free = [f for f in factors if f.isidentifier() and f not in dims]
+                if len(free) == 1 and factors.count(free[0]) == 1:
+                    k = _eval_dim("*".join(f for f in factors if f != free[0]) or "1", dims)
+                    if extent % k:
+                        fail(n, f"extent {extent} of '{e}' is not a multiple of {k}")
+                    dims[free[0]], bound_by[free[0]] = extent // k, n
         for n in names:  # pass 2: derived extents such as 2*H
             shape, want = tuple(tensors[n].shape), sym[n]
             expect = tuple(_eval_dim(e, dims) for e in want)
@@ -310,9 +344,10 @@ class OpSpec:
         bad = self.check_extra(dims, self.full_params(params))
         if bad:
             fail(*bad)
-        bad = self.overlap(tensors)
-        if bad:
-            fail(*bad)
+        if with_outputs:  # a returning-form call has no outputs yet: nothing can alias them
+            bad = self.overlap(tensors)
+            if bad:
+                fail(*bad)
         return dims
 
     def overlap(self, tensors: dict[str, torch.Tensor]) -> tuple[str, str] | None:

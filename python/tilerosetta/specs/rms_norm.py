@@ -24,6 +24,12 @@ class RmsNorm(OpSpec):
         w = 1.0 + 0.5 * torch.randn(s["w"], device=device, generator=generator)
         return {"x": x.to(dtype), "w": w.to(dtype)}
 
+    bench_distributions = {"randn": "x standard normal, w = 1 + 0.5 randn (as conformance: no stress input)"}
+
+    def make_bench_inputs(self, case, dtype, device, generator):
+        self.bench_distribution(case)
+        return self.make_inputs(case, dtype, device, generator)
+
     def reference(self, params, x, w):
         rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + params["eps"])
         return {"out": x * rms * w}

@@ -35,6 +35,12 @@ class Rope(OpSpec):
             return "q", f"head dim D={dims['D']} must be even for half rotation"
         return None
 
+    bench_distributions = {"randn": "q standard normal, cos/sin of real Llama angles (as conformance)"}
+
+    def make_bench_inputs(self, case, dtype, device, generator):
+        self.bench_distribution(case)
+        return self.make_inputs(case, dtype, device, generator)
+
     def reference(self, params, q, cos, sin):
         h = q.shape[-1] // 2
         rotated = torch.cat([-q[..., h:], q[..., :h]], dim=-1)

@@ -1,0 +1,104 @@
+"""Attention peers: FlashAttention 4 (`fa4`) and torch SDPA with its backend pinned (`sdpa_cudnn`,
+`sdpa_flash`), each a row of its own.
+
+fa4         flash_attn.cute.flash_attn_func(q, k, v, softmax_scale=, causal=) from pip `flash-attn-4`
+            (CuTe DSL), q/k/v (B, S, H, D); returns (out, lse). Our (B, H, S, D) tensors are passed as
+            (B, S, H, D) views (transpose(1, 2), no copy: its kernels read strides) and out is viewed
+            back. Causal is top-left for equal lengths, as our spec's.
+sdpa_cudnn  F.scaled_dot_product_attention under torch.nn.attention.sdpa_kernel(SDPBackend.CUDNN_ATTENTION)
+sdpa_flash  the same under SDPBackend.FLASH_ATTENTION (FlashAttention 2 in torch). The `torch` baseline
+            lets torch choose (cuDNN on an H200 with torch 2.11).
+A pinned backend that cannot run a case raises (sdpa_kernel allows no fallback): the result is an error
+with torch's reason, never a silent other kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from tilerosetta.backends.peer import PeerBackend, dist_version
+from tilerosetta.specs import OP_NAMES
+
+ONLY_ATTENTION = "an attention-only peer"
+
+
+class Fa4Peer(PeerBackend):
+    name = "fa4"
+    language = "FlashAttention 4 (CuTe DSL, peer)"
+    peer = "FlashAttention 4"
+    dist = "flash-attn-4"
+    modules = ("flash_attn.cute",)
+    install_hint = ("pip install flash-attn-4==4.0.0b36 (with nvidia-cutlass-dsl, quack-kernels, apache-tvm-ffi; "
+                    "on the GPU node: tools/peers-bundle.sh + tools/gpu-peers-stage.sh)")
+    not_here = {op: ONLY_ATTENTION for op in OP_NAMES if op != "attention"}
+
+    def bind(self, mods):
+        fa = mods["flash_attn.cute"]
+
+        def attention(q, k, v, causal, scale):
+            scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+            out = fa.flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                     softmax_scale=scale, causal=bool(causal))
+            out = out[0] if isinstance(out, (tuple, list)) else out
+            return out.transpose(1, 2)
+        return {"attention": attention}
+
+    def versions(self):
+        v = super().versions()
+        if dist_version("nvidia-cutlass-dsl"):
+            v["nvidia-cutlass-dsl"] = dist_version("nvidia-cutlass-dsl")
+        return v
+
+
+class _PinnedSdpa(PeerBackend):
+    """torch's SDPA with one backend pinned; subclasses name the SDPBackend member."""
+
+    dist = "torch"
+    modules = ("torch.nn.attention",)
+    install_hint = "ships with torch"
+    not_here = {op: ONLY_ATTENTION for op in OP_NAMES if op != "attention"}
+    sdp_backend = ""
+
+    def version(self):
+        return torch.__version__
+
+    def extra_problem(self, mods):
+        if not hasattr(mods["torch.nn.attention"].SDPBackend, self.sdp_backend):
+            return f"torch {torch.__version__} has no SDPBackend.{self.sdp_backend}"
+        return None
+
+    def bind(self, mods):
+        attn = mods["torch.nn.attention"]
+        backend = getattr(attn.SDPBackend, self.sdp_backend)
+
+        def attention(q, k, v, causal, scale):
+            with attn.sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=scale)
+        return {"attention": attention}
+
+    def versions(self):
+        v = super().versions()
+        if torch.backends.cudnn.is_available():
+            v["cudnn"] = str(torch.backends.cudnn.version())
+        v["sdpa_backend"] = self.sdp_backend
+        return v
+
+    def default_config(self, op, dtype, dims):
+        return {"sdpa_backend": self.sdp_backend} if op == "attention" else {}
+
+
+class SdpaCudnnPeer(_PinnedSdpa):
+    name = "sdpa_cudnn"
+    language = "torch SDPA, cuDNN backend pinned (peer)"
+    peer = "torch SDPA (cuDNN)"
+    sdp_backend = "CUDNN_ATTENTION"
+
+
+class SdpaFlashPeer(_PinnedSdpa):
+    name = "sdpa_flash"
+    language = "torch SDPA, flash backend pinned (peer)"
+    peer = "torch SDPA (flash)"
+    sdp_backend = "FLASH_ATTENTION"
