@@ -478,6 +478,9 @@ def test_element_limit_refused_before_launch_with_the_limit():
     class Tiny(TorchBackend):
         name = "tiny"
 
+        def __init__(self):
+            self.device_type = "cpu"  # CPU tensors on a GPU machine too (torch itself runs on cuda there)
+
         def element_limit(self, op):
             return 10
 

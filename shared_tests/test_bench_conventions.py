@@ -14,6 +14,14 @@ from tilerosetta.harness import compare, make_case_tensors, reference
 from tilerosetta.specs import OP_NAMES, SPECS
 
 
+class CpuTorch(torch_ref.TorchBackend):
+    """torch on CPU tensors also on a GPU machine (where the torch backend itself runs on cuda): the
+    memory watcher and these checks are CPU tests."""
+
+    def __init__(self):
+        self.device_type = "cpu"
+
+
 def one_case_per_op():
     plan = []
     for op in OP_NAMES:
@@ -40,7 +48,7 @@ def run_watched(tmp_path, backend, plan):
 
 
 def test_torch_baseline_is_timed_returning_its_own_output_without_a_copy(tmp_path):
-    recs, watched = run_watched(tmp_path, torch_ref.TorchBackend(), one_case_per_op())
+    recs, watched = run_watched(tmp_path, CpuTorch(), one_case_per_op())
     assert [r["status"] for r in recs] == ["ok"] * len(OP_NAMES), [(r["op"], r.get("message")) for r in recs]
     assert {r["convention"] for r in recs} == {RETURNS}
     assert len(watched) == len(OP_NAMES)
@@ -53,7 +61,7 @@ def test_the_detector_sees_a_copy_into_out(tmp_path):
     """Negative control: the same bench on torch's destination form (out.copy_ / out=) is flagged, so
     the test above would fail if a copy were reintroduced into the timed call."""
 
-    class TorchDestinationOnly(torch_ref.TorchBackend):
+    class TorchDestinationOnly(CpuTorch):
         def returning(self):
             return {}
 
@@ -113,7 +121,7 @@ def test_conformance_form_of_a_returning_op_copies_into_out():
 def test_returning_op_validates_inputs_like_the_destination_form():
     from tilerosetta.errors import TileRosettaError
 
-    op = torch_ref.TorchBackend().op_returning("silu_and_mul")
+    op = CpuTorch().op_returning("silu_and_mul")
     assert op(torch.randn(3, 8))["out"].shape == (3, 4)
     with pytest.raises(TileRosettaError, match=r"torch\.silu_and_mul: argument 'x'.*multiple of 2"):
         op(torch.randn(3, 7))

@@ -101,6 +101,8 @@ def test_runner_skips_past_the_budget_and_records_eager_time(tmp_path):
     assert {r["status"] for r in res.results} == {"ok", "skipped"}
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="torch runs on cuda here; test_bench_gpu.py::"
+                    "test_scaling_run_on_the_gpu covers bench --scaling on a GPU")
 def test_scaling_cli_on_cpu(tmp_path, capsys):
     out = tmp_path / "res"
     assert cli.main(["bench", "--scaling", "--allow-cpu", "--op", "vector_add", "--backend", "torch",

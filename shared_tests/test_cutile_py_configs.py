@@ -87,11 +87,15 @@ def test_attention_tiles_and_hints(cutile, config, causal):
 
 
 @pytest.mark.parametrize("scale", [-0.4, 0.0])
-def test_attention_nonpositive_scale(cutile, scale):
-    """scale <= 0 skips the folded-scale branch (the max of s * scale is not max(s) * scale)."""
-    for causal in (False, True):
-        case = Case({"B": 1, "H": 2, "S": 77, "D": 64}, {"causal": causal, "scale": scale})
-        _check(cutile, "attention", torch.float16, case, {})
+def test_attention_nonpositive_scale_is_refused(cutile, scale):
+    """The spec declares scale a finite float > 0 (issue 16): refused before launch, output untouched."""
+    from tilerosetta.errors import TileRosettaError
+
+    q, k, v = (torch.randn(1, 2, 77, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    with pytest.raises(TileRosettaError, match=r"cutile_py\.attention: argument 'scale'"):
+        cutile.op("attention")(q, k, v, out, causal=False, scale=scale)
+    assert torch.isnan(out).all()
 
 
 @pytest.mark.parametrize("config", [{"TS": 64, "OCC": 4}, {"TS": 16, "OCC": 0}, {"TS": 32, "OCC": 8}],
