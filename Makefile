@@ -52,7 +52,7 @@ bench: setup
 
 # The newest committed GPU run (CPU-only and fixture files are never "latest").
 report: setup
-	@$(TR) report bench/results/latest
+	@$(TR) report bench/results/latest --scaling bench/results
 
 # gpu-bundle/ (ours: its own sm_90 C++ extension and the Rust wheel, not the 4-arch build of build-all, ~60 MiB)
 # and gpu-peers/ (the optional peers' runtime in <= 38 MiB parts; PEERS=0 skips it)
