@@ -142,12 +142,14 @@ def test_cutile_py_softmax_sm90():
     assert re.match(r"\d+ blocks/SM on sm_90", _section(out, "occupancy")), out
 
 
-def test_triton_matmul_sm90():
+def test_triton_matmul_sm90(tmp_path):
     _need_cuobjdump()
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton not installed")
-    res = _cli("--backend", "triton", "--op", "matmul", "--top", "40")
+    res = _cli("--backend", "triton", "--op", "matmul", "--top", "40", "--save", str(tmp_path))
     assert res.returncode == 0, res.stderr
+    saved = list(tmp_path.glob("*.cubin"))
+    assert len(saved) == 1 and saved[0].read_bytes()[:4] == b"\x7fELF", saved
     assert "matmul_kernel" in res.stdout and _section(res.stdout, "threads") == "256"
     assert re.search(r"^\s+\d+\s+HGMMA\.", res.stdout, re.M), res.stdout  # wgmma on sm_90
 

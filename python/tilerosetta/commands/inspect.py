@@ -28,7 +28,8 @@ from tilerosetta.specs.base import parse_dtype
 SUPPORTED = ("cutile_py", "tile_cpp", "triton")
 REFUSED = {
     "cutile_rs": "cuTile-rs compiles inside the Rust extension, which returns compile sizes, not cubins; its "
-                 "SASS is checked by `cargo test` (rust/tests/sass.rs)",
+                 "SASS is checked by `cargo test` (rust/tests/sass.rs; `cargo test --release --test sass -- "
+                 "--ignored --nocapture resource_table` prints every op's resources)",
     "cutile_jl": "cuTile.jl needs a Julia runtime, which cannot be installed on our machines",
 }
 
@@ -41,6 +42,7 @@ class Refused(ValueError):
 class Inspected:
     label: str  # which launch: kernel name, grid, config
     kernel: cubin_mod.Kernel
+    cubin: bytes = b""  # the whole cubin holding the function (--save writes it for cuobjdump -sass)
 
 
 def _bench_case(op: str, size: int):
@@ -87,7 +89,8 @@ def _cutile_py(op, dtype, case, arch, override):
             continue
         seen.add(key)
         label = f"{export.kernel_name(launch)} grid {tuple(launch.grid)} config {cfg}"
-        out += [Inspected(label, k) for k in cubin_mod.analyse(export.compile_cubin(launch, sig, arch))]
+        data = export.compile_cubin(launch, sig, arch)
+        out += [Inspected(label, k, data) for k in cubin_mod.analyse(data)]
     return out
 
 
@@ -115,7 +118,7 @@ def _tile_cpp(op, dtype, case, arch, override):
     kernels = [k for k in cubin_mod.analyse(data) if k.name in (symbol, symbol + "_a16")]
     if not kernels:
         raise Refused(f"inspect tile_cpp.{op}: symbol {symbol} not found in the {arch} cubin")
-    return [Inspected(f"{k.name} config {cfg}", k) for k in sorted(kernels, key=lambda k: not k.name.endswith("_a16"))]
+    return [Inspected(f"{k.name} config {cfg}", k, data) for k in sorted(kernels, key=lambda k: not k.name.endswith("_a16"))]
 
 
 def _triton(op, dtype, case, arch, override):
@@ -147,7 +150,8 @@ def _triton(op, dtype, case, arch, override):
         for k in cubin_mod.analyse(compiled.asm["cubin"]):
             k.threads = warps * 32
             k.shared = max(k.shared, compiled.metadata.shared)  # Triton's shared memory is dynamic
-            out.append(Inspected(f"{kernel.fn.__name__} {consts} warps {warps} stages {stages}", k))
+            out.append(Inspected(f"{kernel.fn.__name__} {consts} warps {warps} stages {stages}", k,
+                                 compiled.asm["cubin"]))
     return out
 
 
@@ -209,12 +213,26 @@ def render(results: list[Inspected], arch: str, top: int) -> str:
     return "\n".join(lines)
 
 
+def save(results: list[Inspected], folder: str) -> None:
+    """One <function>.cubin per kernel, for `cuobjdump -sass` / `nvdisasm` listings."""
+    from pathlib import Path
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    for r in results:
+        path = out / f"{r.kernel.name[:120]}.cubin"
+        path.write_bytes(r.cubin)
+        print(f"wrote {path}")
+
+
 def run(args) -> int:
     try:
         results = inspect(args.backend, args.op, args.dtype, args.arch, args.size, _parse_config(args.config))
         print(f"{args.backend}.{args.op} {resolve_dtype(args.backend, args.op, args.dtype)} "
               f"{SPECS[args.op].bench_cases[args.size].name} on {args.arch}\n")
         print(render(results, args.arch, args.top))
+        if args.save:
+            save(results, args.save)
     except Refused as exc:
         print(f"tilerosetta {exc}", file=sys.stderr)
         return 2
@@ -233,5 +251,6 @@ def register(sub):
     p.add_argument("--arch", default="sm_90", help="compile target (default sm_90)")
     p.add_argument("--size", type=int, default=0, help="which bench size of the op (index, default 0)")
     p.add_argument("--config", default="", help="knobs over the default config, e.g. BM=64,BN=128")
+    p.add_argument("--save", default="", metavar="DIR", help="also write each kernel's cubin into DIR")
     p.add_argument("--top", type=int, default=15, help="how many opcodes of the instruction mix (default 15)")
     p.set_defaults(func=run)
