@@ -111,6 +111,9 @@ def test_cli_refusal_exits_2_with_the_reason():
     assert res.returncode == 2 and "cutile_rs.softmax" in res.stderr and not res.stdout, res
     res = _cli("--backend", "cutile_py", "--op", "softmax", "--config", "BM")
     assert res.returncode == 2 and "not KEY=VALUE" in res.stderr, res
+    if importlib.util.find_spec("triton") is not None:  # the backend's own config check refuses, before compiling
+        res = _cli("--backend", "triton", "--op", "matmul", "--config", "BLOCK_Q=64")
+        assert res.returncode == 2 and "unknown config key 'BLOCK_Q'" in res.stderr, res
 
 
 def _need_cuobjdump():

@@ -53,16 +53,26 @@ def _bench_case(op: str, size: int):
     return spec.bench_cases[size]
 
 
-def _config(backend: str, op: str, dtype: torch.dtype, dims: dict, override: dict) -> dict:
-    from tilerosetta import backends
+def _config(backend: str, op: str, dtype: torch.dtype, dims: dict, override: dict, arch: str,
+            default=None, check=None) -> dict:
+    """The config a call on an `arch` GPU would use: the backend's default, the tuned table's entry for
+    `arch` (the backend reads it for the GPU it runs on, which this machine may not have), then --config.
+    `default`/`check` replace the adapter's default_config/set_config (Triton's adapter, imported without a
+    GPU, switches to the interpreter and its CPU table)."""
+    from tilerosetta import backends, tuning
 
-    b = backends.get(backend)
-    cfg = {**b.default_config(op, dtype, dims), **override}
-    if override:
+    b = None if default and check else backends.get(backend)
+    tuned = tuning.lookup(backend, op, dtype, arch, dims) if toolchain.device_arch() != arch else None
+    cfg = {**(default() if default else b.default_config(op, dtype, dims)), **(tuned or {}), **override}
+    if tuned or override:
         try:
-            b.set_config(op, dtype, cfg)  # the backend's own validation of a forced config
-        finally:
-            b.set_config(op, dtype, None)
+            if check:
+                check(cfg)
+            else:
+                b.set_config(op, dtype, cfg)  # the backend's own validation of a forced config
+                b.set_config(op, dtype, None)
+        except ValueError as exc:
+            raise Refused(f"inspect {backend}.{op}: config {cfg} refused: {exc}") from None
     return cfg
 
 
@@ -78,7 +88,7 @@ def _cutile_py(op, dtype, case, arch, override):
     from tilerosetta.kernels.cutile import export, prepare_fn
 
     spec = SPECS[op]
-    cfg = _config("cutile_py", op, dtype, case.dims, override)
+    cfg = _config("cutile_py", op, dtype, case.dims, override, arch)
     shapes = spec.shapes(case)
     tensors = [torch.empty(shapes[n], dtype=dtype, device="meta") for n in list(spec.inputs) + list(spec.outputs)]
     out, seen = [], set()
@@ -107,7 +117,7 @@ def _tile_cpp(op, dtype, case, arch, override):
                       f"(archs: {', '.join(mod.ARCHS)})") from None
     from tilerosetta import backends
 
-    cfg = _config("tile_cpp", op, dtype, case.dims, override)
+    cfg = _config("tile_cpp", op, dtype, case.dims, override, arch)
     b = backends.get("tile_cpp")
     b.set_config(op, dtype, cfg)
     try:
@@ -127,13 +137,17 @@ def _triton(op, dtype, case, arch, override):
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise Refused(f"inspect triton.{op}: TRITON_INTERPRET is set: the interpreter compiles nothing; "
                       f"run with TRITON_INTERPRET=0")
+    os.environ["TRITON_INTERPRET"] = "0"  # read when the kernels are decorated: compiled, not interpreted
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from tilerosetta.kernels.triton import config as tconfig
     from tilerosetta.kernels.triton.aot_check import variants
 
-    cfg = _config("triton", op, dtype, case.dims, override)
+    cfg = _config("triton", op, dtype, case.dims, override, arch,
+                  default=lambda: tconfig.default(op, dtype, case.dims, interpret=False),
+                  check=lambda c: tconfig.check(op, c))
     aligned = all(v % 16 == 0 for k, v in case.dims.items() if k not in ("B", "H", "Bt"))
     out = []
     for kernel, sig, consts, warps, stages in variants(op, dtype, case.dims, cfg):
