@@ -17,8 +17,6 @@ Also here: pure-CPU tests of the host-side planning in kernels/cutile/config.py.
 
 from __future__ import annotations
 
-import io
-import math
 import os
 
 import pytest
@@ -27,6 +25,7 @@ import torch
 from tilerosetta import toolchain
 from tilerosetta.kernels.cutile import KERNEL_MODULES
 from tilerosetta.kernels.cutile import config as cfg
+from tilerosetta.kernels.cutile import export
 from tilerosetta.specs import SPECS, dtype_name
 
 ARCHS = [a for a in os.environ.get("TILEROSETTA_CUTILE_ARCHS", ",".join(toolchain.COMPILE_ARCHS)).split(",") if a]
@@ -47,24 +46,7 @@ def _compiler_ready():
     return None
 
 
-def _array_constraint(t: torch.Tensor):
-    import cuda.tile as ct
-    from cuda.tile.compilation import ArrayConstraint
-
-    dt = {torch.float32: ct.float32, torch.float16: ct.float16, torch.bfloat16: ct.bfloat16}[t.dtype]
-    return ArrayConstraint(
-        dt, t.dim(), index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
-        may_alias_internally=False, stride_constant=[None] * (t.dim() - 1) + [1],
-        shape_divisible_by=[math.gcd(s, 16) for s in t.shape],
-        stride_divisible_by=[math.gcd(s, 16) for s in t.stride()[:-1]] + [1],
-        base_addr_divisible_by=16)
-
-
-def _signature(launch):
-    from cuda.tile.compilation import CallingConvention, KernelSignature
-
-    params = [_array_constraint(a) if isinstance(a, torch.Tensor) else a for a in launch.args]
-    return KernelSignature(params, CallingConvention.cutile_python_v1())
+_signature = export.signature  # the constraints a real tensor's JIT derives (kernels/cutile/export.py)
 
 
 def _launches(op: str, dtype: torch.dtype):
@@ -106,13 +88,9 @@ def _launches(op: str, dtype: torch.dtype):
 
 
 def _compile(arch, launch, sig) -> bytes:
-    from cuda.tile.compilation import export_kernel
-
     key = (arch, id(launch.kernel), repr(sig))
     if key not in _CUBINS:
-        buf = io.BytesIO()
-        export_kernel(launch.kernel, [sig], buf, gpu_code=arch, output_format="cubin")
-        _CUBINS[key] = buf.getvalue()
+        _CUBINS[key] = export.compile_cubin(launch, sig, arch)
     return _CUBINS[key]
 
 

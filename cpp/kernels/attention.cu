@@ -11,8 +11,8 @@
 #include "common.cuh"
 
 // The body that runs, for both symbols of each config (see the note at the end): 2-D (S, D) views at the
-// head's offset, no alignment assumptions, so every load is an element load (slow, ~4% of the H200's
-// bf16 peak) but correct: 209/209 conformance on the H200 (runs 2-5).
+// head's offset, no alignment assumptions, so every load is an element load: correct, and slow
+// (bench/GAPS.md, tile_cpp attention).
 // __restrict__ and ct::irange for the key loop: see gemm.cuh (without them the loop is a while-form
 // Tile IR `loop` that tileiras does not pipeline, and every load is ordered before the final store).
 template <typename T, int D, int TQ, int TK>
@@ -56,10 +56,9 @@ __tile__ void attention_tile(T* __restrict__ q, T* __restrict__ k, T* __restrict
   po.store_masked(ct::element_cast<T>(acc / l), bx, 0);
 }
 
-// Both symbols of a config run the same unaligned body. The aligned rewrite (3-D (B*H, S, D) views of
-// the arguments, TMA, K transposed in registers; commit 5dcc2a3) compiled and did not fault, but its
-// results were wrong on the H200 (rel_err 1.4-1.7 for every case, fp16 and bf16, W 0 and 8;
-// bench/gpu-runs/2026-11-30-h200-run-6) and the cause is not found: it stays in history, not here.
+// Both symbols of a config run the same unaligned body. An aligned body (3-D (B*H, S, D) views of the
+// arguments, TMA, K transposed in registers) compiles and does not fault, but gives wrong results on the
+// H200 (rel_err 1.4-1.7 in every case, fp16 and bf16, W 0 and 8) for a cause not found: bench/GAPS.md.
 // BH is unused; the module passes it for every attention symbol.
 #define X(op, dt, CT, D, TQ, TK, W)                                                                \
   extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##D##_##TQ##_##TK##_##W(               \

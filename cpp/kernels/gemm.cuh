@@ -20,9 +20,9 @@
 // base is a kernel parameter. For a base computed in the kernel it builds the descriptor on the device,
 // in a global workspace the kernel takes from a driver constant (c[0x0][0x1c0]) or, when that is null,
 // from a hidden 8-byte parameter after the declared ones (EIATTR_CBANK_PARAM_SIZE 0x30 for 0x24 of
-// declared parameters). cuLaunchKernel never fills that hidden parameter. That was the "illegal memory
-// access" of the first _a16 GEMM/attention kernels on the H200 (runs 3-4); fp16 passing was luck of
-// what lay in the parameter bank. The batch is therefore the leading dimension of the view (1 for
+// declared parameters). cuLaunchKernel never fills that hidden parameter, so such a kernel reads a
+// garbage workspace address: an illegal memory access on the H200, or by luck of what lies in the
+// parameter bank none. The batch is therefore the leading dimension of the view (1 for
 // matmul) and each tile is (1, TM, TK), reshaped to 2-D for the mma. shared_tests/test_tile_cpp_module.py
 // checks every _a16 kernel in the sm_90 cubins for the device-side descriptor path.
 #pragma once

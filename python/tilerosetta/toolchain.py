@@ -158,3 +158,26 @@ def device_arch() -> str | None:
         return f"sm_{major}{minor}"
     except Exception:
         return None
+
+
+def binary_tool(name: str) -> Path | None:
+    """A CUDA binary utility (cuobjdump, nvdisasm): beside the pinned tileiras if its trio has it, else the
+    copy Triton ships in its wheel (the pinned trio carries no cuobjdump), else PATH, else CUDA_HOME/bin.
+    None when none exists; the caller names what is missing."""
+    import importlib.util
+
+    places = []
+    if (tc := find()).bin_dir is not None:
+        places.append(tc.bin_dir)
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.submodule_search_locations:
+        places.append(Path(list(spec.submodule_search_locations)[0]) / "backends" / "nvidia" / "bin")
+    for place in places:
+        if (exe := place / name).is_file() and os.access(exe, os.X_OK):
+            return exe
+    if which := shutil.which(name):
+        return Path(which)
+    home = os.environ.get("CUDA_HOME") or os.environ.get("TILEROSETTA_ORIGINAL_CUDA_HOME")
+    if home and (exe := Path(home) / "bin" / name).is_file():
+        return exe
+    return None

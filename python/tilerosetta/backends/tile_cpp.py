@@ -63,9 +63,9 @@ def _row_default(dtype, dims, widest=16384):
 
 
 def _gemm_default(dtype, dims):
-    # 16-bit: 128x256 tiles with 8 worker warps when there are enough of them to fill the SMs; 64x64 for
-    # smaller problems. H200 run 10 probe (bf16, K loop as ct::irange, gemm.cuh): matmul 4096^3 0.195 ms
-    # (704 TFLOP/s) vs 0.205 / 0.203 for 128x128 W8 / W0; bmm 16x2048^3 0.415 vs 0.452 / 0.445 ms.
+    # 16-bit: 128x256 tiles with 8 worker warps when there are enough of them to fill the SMs (the fastest
+    # tile on the H200 at matmul 4096^3 and bmm 16x2048^3: bench/GAPS.md, tile_cpp); 64x64 for smaller
+    # problems.
     m, n, bt = dims.get("M", 1 << 20), dims.get("N", 1 << 20), dims.get("Bt", 1)
     if dtype == torch.float32:
         big = -(-m // 128) * -(-n // 128) * bt >= H200_SMS

@@ -13,7 +13,7 @@ are exactly one tile wide) and TS dividing S (the grid covers S exactly). q and 
 (B*H, S, D), each half is the column tile 0 or 1 of width D/2, and the loads and stores skip bounds
 checks (check_bounds=False) because no tile can cross an edge. Why: with bounds checks the compiler
 wraps each of the six loads in its own branch region (BSSY/BSYNC) and the loads went out one after
-another (bench/GAPS.md section 3: 128 us against Triton's 75 us); without them the sm_90 cubin issues
+another (128 us against Triton's 75 us: bench/GAPS.md, cutile_py rope); without them the sm_90 cubin issues
 six LDG.E.128 back to back (0 BSSY, 32-55 registers at TS 8-16).
 """
 

@@ -7,7 +7,7 @@ for H to be a multiple of the tile). Math in fp32, one rounding to the output dt
 `silu_and_mul_exact_kernel` serves H a multiple of TILE (every benchmark shape): x stays (M, 2H), the gate
 is column tile j and the up half column tile H/TILE + j, and no tile can cross an edge, so loads and stores
 skip bounds checks. Why: with them each load sat in its own branch region and was consumed before the next
-was issued (sm_90 SASS, bench/GAPS.md section 6), the pattern that held rope at 50% of copy bandwidth.
+was issued (sm_90 SASS, bench/GAPS.md, tile_cpp silu_and_mul), the pattern that held rope at 50% of copy bandwidth.
 """
 
 import cuda.tile as ct

@@ -14,7 +14,7 @@ the first block processed always gives a finite max and exp2(m_old - m_new) neve
 TMA (config key, GPU default on Hopper): q, k, v and out are read and written through tensor descriptors
 of the (B*H, S, D) view, one head per leading index, so the copy engine does the address arithmetic and
 zero-fills/clips rows past S. Why: with pointer loads the H200 cubin moves K/V with cp.async (48
-LDGSTS per loop body, bench/GAPS.md section 2) and the warps spend issue slots on addresses.
+LDGSTS per loop body, bench/GAPS.md, triton attention) and the warps spend issue slots on addresses.
 """
 
 import math
