@@ -32,7 +32,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "tr
 
 import triton  # noqa: E402  (after TRITON_INTERPRET is decided)
 
-from tilerosetta.kernels.triton import config  # noqa: E402
+from tilerosetta.kernels.triton import config, run  # noqa: E402
 
 if INTERPRET:
     from tilerosetta.kernels.triton import interpreter_compat  # noqa: E402
@@ -72,14 +72,14 @@ class TritonBackend(Backend):
         return {op: self._bind(op) for op in OP_NAMES}
 
     def _bind(self, op):
-        spec, launch = get_spec(op), _KERNELS[op].launch
+        spec, prepare = get_spec(op), _KERNELS[op].prepare
         n_in = len(spec.inputs) + len(spec.outputs)
 
         def fn(*tensors, **params):
             dims = spec.dims_of(tensors[:n_in])
             cfg = self.config_for(op, tensors[0].dtype, dims)
             with _INTERPRETER_LOCK:
-                return launch(*tensors, cfg=cfg, **spec.full_params(params))
+                run(prepare(*tensors, cfg, **spec.full_params(params)))
 
         fn.__name__ = op
         return fn
