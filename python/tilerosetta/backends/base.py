@@ -240,11 +240,14 @@ class Backend:
             return None
         from tilerosetta import tuning
 
-        if not hasattr(self, "_arch"):
+        arch = self.__dict__.get("_arch")
+        if not arch:  # asked again until a device answers (never caches "no GPU")
             from tilerosetta import toolchain
 
-            self._arch = toolchain.device_arch()
-        return tuning.lookup(self.name, op, dtype, self._arch, dims)
+            arch = toolchain.device_arch()
+            if arch:
+                self._arch = arch
+        return tuning.lookup(self.name, op, dtype, arch, dims)
 
     def _valid_tuned(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
         """The tuned entry if its merge over the builtin table passes check_config, else {} (warned once).
