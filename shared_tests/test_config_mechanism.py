@@ -136,3 +136,33 @@ def test_knob_name_table_matches_each_space(name):
         pytest.skip(f"{name}: no config space here ({b.is_available()[1]})")
     listed = {row[name] for row in KNOB_NAMES.values()} - {"-"}
     assert listed - knobs == set(), f"KNOB_NAMES names {sorted(listed - knobs)} that {name} has no knob for"
+
+
+def _committed_entries():
+    table = tuning.load_table()["entries"]
+    return [(b, op, dt, arch, cls, e) for b, ops in table.items() for op, dts in ops.items()
+            for dt, archs in dts.items() for arch, classes in archs.items() for cls, e in classes.items()]
+
+
+@pytest.mark.parametrize("entry", _committed_entries(), ids=lambda e: "/".join(e[:5]))
+def test_every_committed_tuned_entry_is_still_honoured(entry, monkeypatch):
+    """The committed table keeps steering the GPU: each entry passes its backend's check and is what a call
+    of its own case uses (an entry the new validation refused would silently change GPU behaviour)."""
+    import re
+
+    from tilerosetta.specs import DTYPE_NAMES
+
+    name, op, dt, arch, cls, e = entry
+    b = _cls(name)()
+    dtype = next(d for d, n in DTYPE_NAMES.items() if n == dt)
+    if not b.config_space(op, dtype):
+        pytest.skip(f"{name}: no config space here ({b.is_available()[1]})")
+    dims = {k: int(v) for k, v in re.findall(r"([A-Za-z]+)(\d+)", e["case"])}
+    assert tuning.size_class(dims, op) == cls, f"case {e['case']} is not of size class {cls}"
+    monkeypatch.setattr(b, "device_type", "cuda")
+    monkeypatch.setattr(b, "_arch", arch, raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = b.config_for(op, dtype, dims)
+    assert got == {**b.builtin_config(op, dtype, dims), **e["config"]}
+    assert b.config_overrides(op, dtype, dims) == e["config"]
