@@ -127,13 +127,13 @@ def test_tuning_hooks():
     space = b.config_space("softmax", torch.float32)
     assert {"tile_n": 1024, "tile_m": 1} in space and len(space) == 12
     b.set_config("softmax", torch.float32, {"tile_n": 2048})
-    assert b._forced[("softmax", torch.float32)] == {"tile_n": 2048, "tile_m": 1}
+    assert b.config_for("softmax", torch.float32, {"M": 64, "N": 8192}) == {"tile_n": 2048, "tile_m": 1}
     with pytest.raises(ValueError, match="powers of two"):
         b.set_config("softmax", torch.float32, {"tile_n": 1000})
     with pytest.raises(ValueError, match="unknown tile parameter"):
         b.set_config("softmax", torch.float32, {"tile_q": 64})
     b.set_config("softmax", torch.float32, None)
-    assert ("softmax", torch.float32) not in b._forced
+    assert b.forced_config("softmax", torch.float32) == {}
 
 
 # ---- availability: each check, in order, with injected probes -----------------------------------------

@@ -228,7 +228,8 @@ def test_default_config_prefers_the_tuned_table(monkeypatch):
     got = b.default_config("matmul", torch.bfloat16, dims)
     assert got == {**cfg.DEFAULTS["matmul"]["*"], "BN": 128}
     assert calls[-1] == ("cutile_py", "matmul", "sm_90", dims)
-    assert b.default_config("bmm", torch.bfloat16, dims) == cfg.DEFAULTS["bmm"]["*"]  # stale entry ignored
+    with pytest.warns(RuntimeWarning, match=r"cutile_py\.bmm: ignoring tuned config \{'BOGUS': 1\}"):
+        assert b.default_config("bmm", torch.bfloat16, dims) == cfg.DEFAULTS["bmm"]["*"]  # stale entry ignored
     assert b.config_for("softmax", torch.float32, {"M": 1, "N": 1}) == cfg.DEFAULTS["softmax"]["fp32"]
 
 

@@ -170,19 +170,19 @@ def test_tile_tables():
     assert b.default_config("softmax", FP32, {"M": 3, "N": 7}) == {"BR": 1, "BN": 8, "OCC": 4, "W": 0}
     # Compiler hints are config keys a sweep can vary (0 = none).
     assert {"OCC", "W"} <= set(space[0])
-    # The crate's own defaults (on a GPU, a tuned_configs.json entry for the size class wins over them).
+    # The crate's own defaults (on a GPU, a tuned_configs.json entry for the size class is merged over them).
     builtin = b._mod.default_config
     assert builtin("bmm", "bf16", {"Bt": 16, "M": 2048, "N": 2048, "K": 2048}) == \
         {"BM": 128, "BN": 256, "BK": 64, "OCC": 0, "W": 8}
     att = {"B": 4, "H": 32, "S": 4096, "D": 128}
     assert builtin("attention", "bf16", att) == {"BM": 64, "BN": 128, "OCC": 2, "W": 0}
     tuned = b.tuned_config("attention", torch.bfloat16, att)
-    assert b.default_config("attention", torch.bfloat16, att) == (tuned or builtin("attention", "bf16", att))
+    assert b.default_config("attention", torch.bfloat16, att) == {**builtin("attention", "bf16", att), **(tuned or {})}
     assert any(c["OCC"] != 0 for c in b.config_space("softmax", FP32)), "the sweep space varies OCC"
     assert any(c["W"] == 8 for c in b.config_space("bmm", torch.bfloat16)), "the sweep space varies W"
     b.set_config("vector_add", FP32, {"BLOCK": 256})
     assert b.request("vector_add", (torch.zeros(4),) * 3, {})[6] == {"BLOCK": 256}
-    with pytest.raises(ValueError, match="unknown tile parameter"):
+    with pytest.raises(ValueError, match="unknown config key"):
         b.set_config("vector_add", FP32, {"TILE": 256})
     b.set_config("vector_add", FP32, None)
     assert b.request("vector_add", (torch.zeros(4),) * 3, {})[6] == {}

@@ -1,8 +1,7 @@
 """Tuned tile configurations: a committed, reviewable table written by `tilerosetta sweep --write-best`.
 
-Backends call `lookup(...)` from their default_config and fall back to their own defaults on None:
-
-    cfg = tuning.lookup("triton", "matmul", dtype, toolchain.device_arch(), dims) or FALLBACK[...]
+Backend.default_config (backends/base.py) calls `lookup(...)` and merges a valid entry over the adapter's
+builtin_config; adapters never read this table themselves.
 
 The table (tuned_configs.json) is keyed backend -> op -> dtype -> arch -> size class, where the size
 class of a case is "le<P>": P is the smallest power of two >= the case's largest dimension (M=4096,

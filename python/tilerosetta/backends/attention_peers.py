@@ -86,7 +86,7 @@ class _PinnedSdpa(PeerBackend):
         v["sdpa_backend"] = self.sdp_backend
         return v
 
-    def default_config(self, op, dtype, dims):
+    def builtin_config(self, op, dtype, dims):
         return {"sdpa_backend": self.sdp_backend} if op == "attention" else {}
 
 

@@ -14,6 +14,8 @@ A backend subclass provides:
     Our own backends stay destination-passing. `destination_from_returning` derives the destination
     form of such an op for the conformance suite (a copy there is harmless: it is never timed).
   * optionally `peer`: set on someone else's kernels shown beside ours (labelled "peer" everywhere).
+  * for tile configurations, only declarations: `builtin_config`, `config_space`, `check_config`. The
+    tuned table, forced configs and their validation are Backend's, once (see "configuration" below).
 
 `op(name)` returns a BoundOp that validates every argument against the op spec before the raw call,
 so bad inputs are refused the same way, with the same message shape, on every backend.
@@ -21,7 +23,8 @@ so bad inputs are refused the same way, with the same message shape, on every ba
 
 from __future__ import annotations
 
-from functools import cached_property
+import warnings
+from functools import cached_property, lru_cache
 from typing import Any, Callable
 
 import torch
@@ -116,6 +119,49 @@ def destination_from_returning(op: str, fn: Callable) -> Callable:
     return destination
 
 
+H200_SM_COUNT = 132  # what sm_count() answers without a GPU, so tables that depend on it read the same on a CPU
+
+
+@lru_cache(maxsize=None)
+def _sm_count_of(device: int) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def sm_count(default: int = H200_SM_COUNT) -> int:
+    """Streaming multiprocessors of the current CUDA device (torch's multi_processor_count), or `default`
+    where there is no GPU (or torch cannot say)."""
+    try:
+        if torch.cuda.is_available():
+            return _sm_count_of(torch.cuda.current_device())
+    except Exception:  # a driver problem must not break a config lookup
+        pass
+    return default
+
+
+# One knob, its name in each language. The names stay the languages' own: C++ and Rust spell them as
+# template / const-generic parameters (cpp/include/tr_kernels.h, rust/src/config.rs), Julia reads
+# julia/tiles.toml, Triton's warps/stages are its launch keywords, and the committed tuned_configs.json
+# holds cutile_py / cutile_rs names, so a rename would mean translating on load for no behaviour gained.
+# This table is the mapping (shared_tests/test_config_mechanism.py checks each name against the
+# backend's config space, so it cannot go stale). "-" = no such knob in that language.
+_KNOB_COLUMNS = ("cutile_py", "triton", "tile_cpp", "cutile_rs", "cutile_jl")
+_KNOB_ROWS = (
+    # knob                       cutile_py   triton       tile_cpp  cutile_rs  cutile_jl
+    ("output tile rows (M)",     "BM",       "BLOCK_M",   "TM",     "BM",      "tile_m"),
+    ("output tile columns (N)",  "BN",       "BLOCK_N",   "TN",     "BN",      "tile_n"),
+    ("reduction step (K)",       "BK",       "BLOCK_K",   "TK",     "BK",      "tile_k"),
+    ("elementwise block",        "TILE",     "BLOCK",     "TILE",   "BLOCK",   "tile"),
+    ("attention query rows",     "BM",       "BLOCK_M",   "TQ",     "BM",      "tile_m"),
+    ("attention keys per step",  "BN",       "BLOCK_N",   "TK",     "BN",      "tile_n"),
+    ("row-op rows per block",    "-",        "-",         "TM",     "BR",      "tile_m"),
+    ("rope positions per block", "TS",       "BLOCK_R",   "TS",     "BS",      "tile_s"),
+    ("worker warps",             "WARPS",    "num_warps", "W",      "W",       "-"),
+    ("occupancy (CTAs per SM)",  "OCC",      "-",         "OCC",    "OCC",     "-"),
+    ("L2 swizzle group",         "GROUP_M",  "GROUP_M",   "-",      "-",       "-"),
+)
+KNOB_NAMES: dict[str, dict[str, str]] = {row[0]: dict(zip(_KNOB_COLUMNS, row[1:])) for row in _KNOB_ROWS}
+
+
 class Backend:
     name: str = "?"
     language: str = "?"
@@ -157,32 +203,98 @@ class Backend:
         limit = self.element_limit(op)
         return "no element limit (64-bit offsets)" if limit is None else f"<= {limit} elements per tensor"
 
-    # ---- tuning (issue: tile-size sweeps) ------------------------------------------------------
+    # ---- configuration (tile sizes, warps, hints): one mechanism for every backend ----------------
+    # An adapter declares three things and nothing more:
+    #   builtin_config(op, dtype, dims)  its own table: what a call uses when nothing is tuned or forced
+    #   config_space(op, dtype)          what `tilerosetta sweep` tries
+    #   check_config(op, dtype, config)  the rules of its space: raises ValueError naming the bad knob
+    # Everything else is here, once. The one merge policy:
+    #   default_config = builtin_config with the committed tuned entry (tuned_configs.json) merged over it,
+    #                    if that merged config passes check_config; otherwise the builtin one, and a
+    #                    warning (once per entry) names op, backend, config and why.
+    #   config_for     = default_config with the keys forced by set_config on top.
+    # Why merge rather than replace: a tuned entry written before a knob existed still gets that knob's
+    # default, so the table only ever says what the sweep changed. Why validate: a stale entry (a knob
+    # renamed or retired, a C++ config no longer instantiated) must never reach a compiler or fail every
+    # call; it is ignored loudly and the backend runs as if it had no entry.
     def config_space(self, op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
-        """Configurations (tile sizes, warps, stages, ...) a sweep may try for op/dtype; [] = not tunable."""
+        """Configurations a sweep may try for op/dtype; [] = not tunable."""
         return []
 
-    def default_config(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
-        """The configuration an ordinary call uses (from the backend's committed table or its fallback)."""
+    def builtin_config(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
+        """The adapter's own table for op/dtype/dims (peers: a note on how the call is made)."""
         return {}
 
+    def check_config(self, op: str, dtype: torch.dtype, config: dict[str, Any]) -> None:
+        """Refuse a (possibly partial) config this backend cannot run. Default: every key must be a knob
+        of the space. Adapters add their value rules (powers of two, instantiated kernels, ...)."""
+        known = {k for c in self.config_space(op, dtype) for k in c}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ValueError(f"{self.name}.{op}: unknown config key(s) {unknown}; expected some of {sorted(known)}")
+
     def tuned_config(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any] | None:
-        """The committed sweep result (tilerosetta/tuned_configs.json) for op/dtype, this GPU's arch and the
-        size class of dims, or None. Backends merge it over their own fallback table in default_config."""
+        """The committed sweep result for op/dtype, this GPU's arch and the size class of dims, or None
+        (as written: default_config validates it)."""
         if self.device_type != "cuda":
             return None
         from tilerosetta import tuning
 
-        if not hasattr(self, "_arch"):
+        arch = self.__dict__.get("_arch")
+        if not arch:  # asked again until a device answers (never caches "no GPU")
             from tilerosetta import toolchain
 
-            self._arch = toolchain.device_arch()
-        return tuning.lookup(self.name, op, dtype, self._arch, dims)
+            arch = toolchain.device_arch()
+            if arch:
+                self._arch = arch
+        return tuning.lookup(self.name, op, dtype, arch, dims)
+
+    def _valid_tuned(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
+        """The tuned entry if its merge over the builtin table passes check_config, else {} (warned once).
+        Memoised per entry and dims: a launch path may ask on every call."""
+        tuned = self.tuned_config(op, dtype, dims)
+        if not tuned:
+            return {}
+        cache = self.__dict__.setdefault("_tuned_checked", {})
+        key = (op, dtype, tuple(sorted(dims.items())), tuple(sorted(tuned.items())))
+        if key not in cache:
+            try:
+                self.check_config(op, dtype, {**self.builtin_config(op, dtype, dims), **tuned})
+                cache[key] = dict(tuned)
+            except (KeyError, ValueError) as exc:
+                warnings.warn(f"{self.name}.{op}: ignoring tuned config {tuned} for {dtype} (tuned_configs.json): "
+                              f"{exc}; using the built-in default", RuntimeWarning, stacklevel=3)
+                cache[key] = {}
+        return dict(cache[key])
+
+    def default_config(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
+        """What an ordinary call uses: builtin_config with the valid tuned entry merged over it."""
+        get_spec(op)
+        return {**self.builtin_config(op, dtype, dims), **self._valid_tuned(op, dtype, dims)}
+
+    def forced_config(self, op: str, dtype: torch.dtype) -> dict[str, Any]:
+        """The keys set_config forced for op/dtype ({} = none)."""
+        return dict(self.__dict__.get("_forced_configs", {}).get((op, dtype), {}))
+
+    def config_overrides(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
+        """Only what differs from the builtin table: the valid tuned entry with the forced keys on top. For
+        a native layer that resolves its own builtin table from the call (cutile_rs)."""
+        return {**self._valid_tuned(op, dtype, dims), **self.forced_config(op, dtype)}
+
+    def config_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
+        """What a call with these dims uses: default_config with the forced keys on top."""
+        return {**self.default_config(op, dtype, dims), **self.forced_config(op, dtype)}
 
     def set_config(self, op: str, dtype: torch.dtype, config: dict[str, Any] | None) -> None:
-        """Force a configuration for later calls of op/dtype (None restores the default). Sweeps use this."""
-        if config:
-            raise NotImplementedError(f"{self.name} has no tunable configuration for {op}")
+        """Force config's keys for later calls of op/dtype (None or {} restores the default). Sweeps use
+        this. Refused (ValueError naming backend, op and knob) when check_config refuses it."""
+        get_spec(op)
+        forced = self.__dict__.setdefault("_forced_configs", {})
+        if not config:
+            forced.pop((op, dtype), None)
+            return
+        self.check_config(op, dtype, dict(config))
+        forced[(op, dtype)] = dict(config)
 
     def versions(self) -> dict[str, str]:
         """Versions of the language runtime and compilers, recorded in results."""

@@ -289,7 +289,6 @@ class CuTileJlBackend(Backend):
     device_type = "cuda"
 
     def __init__(self):
-        self._forced: dict[tuple[str, torch.dtype], dict[str, int]] = {}
         self._jl = None
 
     def available(self):
@@ -309,7 +308,7 @@ class CuTileJlBackend(Backend):
     def _make(self, op: str) -> Callable:
         def fn(*tensors, **params):
             dims = spec_dims(op, tensors)
-            config = self._forced.get((op, tensors[0].dtype)) or table_config(op, tensors[0].dtype, dims)
+            config = self.config_for(op, tensors[0].dtype, dims)
             name, eltype, device, descs, kwargs = marshal_call(op, tensors, params, config)
             handle = stream_handle(torch.cuda.current_stream(tensors[0].device))
             jl = self._julia()
@@ -327,13 +326,10 @@ class CuTileJlBackend(Backend):
         keys = sorted(space)
         return [dict(zip(keys, combo)) for combo in itertools.product(*(space[k] for k in keys))]
 
-    def default_config(self, op, dtype, dims):
+    def builtin_config(self, op, dtype, dims):
         return table_config(op, dtype, dims)
 
-    def set_config(self, op, dtype, config):
-        if not config:
-            self._forced.pop((op, dtype), None)
-            return
+    def check_config(self, op, dtype, config):
         allowed = set(tile_table()[op]["default"])
         unknown = set(config) - allowed
         if unknown:
@@ -341,7 +337,6 @@ class CuTileJlBackend(Backend):
         bad = {k: v for k, v in config.items() if not (isinstance(v, int) and v > 0 and v & (v - 1) == 0)}
         if bad:
             raise ValueError(f"{NAME}.{op}: tile sizes must be powers of two, got {bad}")
-        self._forced[(op, dtype)] = {**table_config(op, dtype), **config}
 
     def versions(self):
         v = {}

@@ -13,8 +13,6 @@ compiled for sm_80/90/100/120 on the CPU by shared_tests/test_cutile_py_compile.
 from __future__ import annotations
 
 import importlib.metadata as md
-from typing import Any
-
 import torch
 
 from tilerosetta import toolchain
@@ -39,9 +37,6 @@ class CuTilePyBackend(Backend):
     name = "cutile_py"
     language = "cuTile Python"
     device_type = "cuda"
-
-    def __init__(self):
-        self._forced: dict[tuple[str, torch.dtype], dict[str, Any]] = {}
 
     # ---- availability ----------------------------------------------------------------------------
     def available(self):
@@ -91,38 +86,16 @@ class CuTilePyBackend(Backend):
         fn.__name__ = op
         return fn
 
-    # ---- tuning ------------------------------------------------------------------------------------
-    def config_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
-        """What a call uses: the table's default for op/dtype/dims with any set_config keys on top."""
-        cfg = self.default_config(op, dtype, dims)
-        cfg.update(self._forced.get((op, dtype), {}))
-        return cfg
-
+    # ---- tuning: declarations only (Backend merges, validates and forces) --------------------------
     def config_space(self, op, dtype):
         get_spec(op)
         return cfgmod.config_space(op, dtype_name(dtype))
 
-    def default_config(self, op, dtype, dims):
-        """The sweep's tuned entry for this op/dtype/arch/size class (tuned_configs.json) over the
-        built-in table, so a tuned entry missing a newer knob still gets that knob's default."""
-        get_spec(op)
-        cfg = cfgmod.default_config(op, dtype_name(dtype), dims)
-        tuned = _tuned(op, dtype, dims)
-        if tuned:
-            try:
-                cfgmod.check_config(op, {**cfg, **tuned})
-            except (KeyError, ValueError):
-                return cfg  # a stale entry (knob renamed or retired): keep the built-in default
-            cfg.update(tuned)
-        return cfg
+    def builtin_config(self, op, dtype, dims):
+        return cfgmod.default_config(op, dtype_name(dtype), dims)
 
-    def set_config(self, op, dtype, config):
-        get_spec(op)
-        if not config:
-            self._forced.pop((op, dtype), None)
-            return
+    def check_config(self, op, dtype, config):
         cfgmod.check_config(op, config)
-        self._forced[(op, dtype)] = dict(config)
 
     def versions(self):
         v = {"torch": torch.__version__}
@@ -133,10 +106,3 @@ class CuTilePyBackend(Backend):
             v["tileiras"] = tc.version_str()
         return v
 
-
-def _tuned(op, dtype, dims):
-    try:
-        from tilerosetta import tuning
-    except ImportError:  # no tuning table in this checkout
-        return None
-    return tuning.lookup("cutile_py", op, dtype, toolchain.device_arch(), dims)

@@ -57,7 +57,6 @@ class CuTileRsBackend(Backend):
     raw_calls_checked = True  # the native module checks every tensor itself (a raw call can't go out of bounds)
 
     def __init__(self):
-        self._overrides: dict[tuple[str, torch.dtype], dict[str, int]] = {}
         self._first_call: dict[str, float] = {}
         try:
             self._mod = _import_module()
@@ -119,10 +118,9 @@ class CuTileRsBackend(Backend):
         # (a raw call that skipped BoundOp must not read or write out of bounds, nor fault on a host pointer).
         arrays = [(n, t.data_ptr(), list(t.shape), list(t.stride()), dtype_name(t.dtype), str(t.device))
                   for n, t in zip(names, tensors)]
-        config = self._overrides.get((op, dtype))
-        if config is None:  # the committed sweep result, if any; else the crate's own table decides
-            config = self.tuned_config(op, dtype, get_spec(op).dims_of(tensors)) or {}
-        config = dict(config)
+        # Only what differs from the crate's own table (valid tuned entry, forced keys on top): Rust resolves
+        # its builtin default from the call itself (rust/src/config.rs `resolve`) and merges these over it.
+        config = {k: int(v) for k, v in self.config_overrides(op, dtype, spec.dims_of(tensors)).items()}
         return (op, dtype_name(dtype), device if device is not None else 0, stream, arrays, scalars, config)
 
     def _make(self, op: str) -> Callable:
@@ -165,23 +163,19 @@ class CuTileRsBackend(Backend):
             return []
         return self._mod.config_space(op, dtype_name(dtype))
 
-    def default_config(self, op, dtype, dims):
+    def builtin_config(self, op, dtype, dims):
         if self._mod is None:
             return {}
-        tuned = self.tuned_config(op, dtype, dims)
-        if tuned:
-            return dict(tuned)
         return self._mod.default_config(op, dtype_name(dtype), {k: int(v) for k, v in dims.items()})
 
-    def set_config(self, op, dtype, config):
-        if not config:
-            self._overrides.pop((op, dtype), None)
-            return
-        known = {k for c in self.config_space(op, dtype) for k in c} if self._mod is not None else set(config)
-        bad = [k for k in config if k not in known]
+    def check_config(self, op, dtype, config):
+        """Known knobs (Backend's rule); Rust's `resolve` checks each value again at launch."""
+        if self._mod is not None:
+            super().check_config(op, dtype, config)
+        bad = {k: v for k, v in config.items() if not isinstance(v, int) or isinstance(v, bool) or v < 0
+               or v & (v - 1)}
         if bad:
-            raise ValueError(f"{self.name}.{op}: unknown tile parameter(s) {bad}; expected {sorted(known)}")
-        self._overrides[(op, dtype)] = {k: int(v) for k, v in config.items()}
+            raise ValueError(f"{self.name}.{op}: config values must be 0 (hints: none) or powers of two, got {bad}")
 
     def versions(self):
         v = {}

@@ -61,7 +61,7 @@ class LigerPeer(PeerBackend):
 
         return {"softmax": softmax, "rms_norm": rms_norm, "layer_norm": layer_norm, "silu_and_mul": silu_and_mul}
 
-    def default_config(self, op, dtype, dims):
+    def builtin_config(self, op, dtype, dims):
         if op == "silu_and_mul":
             return {"impl": TRITON_IMPL, "inputs": "gate, up as two contiguous tensors (split once, untimed)"}
         return {"impl": TRITON_IMPL} if op in ("softmax", "rms_norm", "layer_norm") else {}

@@ -77,7 +77,7 @@ class QuackPeer(PeerBackend):
                 v[dist] = dist_version(dist)
         return v
 
-    def default_config(self, op, dtype, dims):
+    def builtin_config(self, op, dtype, dims):
         notes = {"layer_norm": {"weights": "fp32 (converted once, untimed)"},
                  "rope": {"layout": "q as a (B, S, H, D) view; cos/sin (S, D/2)"},
                  "matmul": {"tuned": gemm_tuned()}, "bmm": {"tuned": gemm_tuned()}}

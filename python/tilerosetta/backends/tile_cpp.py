@@ -8,7 +8,7 @@ runs at call time.
 
 Tile sizes are template arguments: the module holds a small table of instantiated configs per op and
 dtype (cpp/include/tr_kernels.h). This adapter chooses among them: DEFAULTS below (by op, dtype and
-problem size), or whatever `set_config` forced (tile-size sweeps). Some configs carry compiler hints
+problem size, merged with tuned_configs.json by Backend), or whatever `set_config` forced (sweeps). Some configs carry compiler hints
 as keys too: OCC (occupancy) for the row ops and rope, W (worker warps) for matmul/bmm/attention.
 
 Each config is compiled twice, generic and `_a16` (pointers 16-byte aligned, row strides multiples of
@@ -19,11 +19,11 @@ never has to (cpp/README.md).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
-from tilerosetta.backends.base import Backend
+from tilerosetta.backends.base import Backend, sm_count
 from tilerosetta.errors import native_refusal
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -40,7 +40,6 @@ except ImportError as exc:  # not built here (no tile-capable nvcc at build time
 # escape hatch should an _a16 kernel misbehave on a GPU; unset = the module picks per call.
 _A16 = False if os.environ.get("TILEROSETTA_TILE_CPP_A16", "").strip() == "0" else None
 
-H200_SMS = 132  # below this many output tiles, smaller GEMM tiles keep more SMs busy
 
 
 def _row_default(dtype, dims, widest=16384):
@@ -66,11 +65,11 @@ def _gemm_default(dtype, dims):
     # 16-bit: 128x256 tiles with 8 worker warps when there are enough of them to fill the SMs (the fastest
     # tile on the H200 at matmul 4096^3 and bmm 16x2048^3: bench/GAPS.md, tile_cpp); 64x64 for smaller
     # problems.
-    m, n, bt = dims.get("M", 1 << 20), dims.get("N", 1 << 20), dims.get("Bt", 1)
+    m, n, bt, sms = dims.get("M", 1 << 20), dims.get("N", 1 << 20), dims.get("Bt", 1), sm_count()
     if dtype == torch.float32:
-        big = -(-m // 128) * -(-n // 128) * bt >= H200_SMS
+        big = -(-m // 128) * -(-n // 128) * bt >= sms
         return {"TM": 128, "TN": 128, "TK": 32, "W": 0} if big else {"TM": 64, "TN": 64, "TK": 32, "W": 0}
-    if -(-m // 128) * -(-n // 256) * bt >= H200_SMS:
+    if -(-m // 128) * -(-n // 256) * bt >= sms:
         return {"TM": 128, "TN": 256, "TK": 64, "W": 8}
     return {"TM": 64, "TN": 64, "TK": 64, "W": 0}
 
@@ -99,14 +98,6 @@ DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
 CALL_FIXED = {"attention": ("D",)}  # template arguments fixed by the call's shapes, not tunable
 
 
-def _tuned(op, dtype, dims):
-    try:
-        from tilerosetta import toolchain, tuning
-    except ImportError:  # no tuning table in this checkout
-        return None
-    return tuning.lookup("tile_cpp", op, dtype, toolchain.device_arch(), dims)
-
-
 class TileCppBackend(Backend):
     name = "tile_cpp"
     language = "CUDA Tile C++"
@@ -114,7 +105,6 @@ class TileCppBackend(Backend):
     raw_calls_checked = True  # the native module checks every tensor itself (a raw call can't go out of bounds)
 
     def __init__(self):
-        self._forced: dict[tuple[str, torch.dtype], dict[str, Any]] = {}
         self._kernels = _mod.kernels() if _mod else []
 
     # ---- availability ---------------------------------------------------------------------------
@@ -192,25 +182,19 @@ class TileCppBackend(Backend):
                 space.append(cfg)
         return space
 
-    def default_config(self, op, dtype, dims):
-        tuned = _tuned(op, dtype, dims)  # a sweep's committed result, if any and still instantiated
-        if tuned is not None and tuned in self.config_space(op, dtype):
-            return tuned
+    def builtin_config(self, op, dtype, dims):
         return dict(DEFAULTS[op](dtype, dims))
 
-    def set_config(self, op, dtype, config):
-        if not config:
-            self._forced.pop((op, dtype), None)
-            return
+    def check_config(self, op, dtype, config):
+        """A config is runnable when some instantiated kernel has these values (the module holds no other)."""
         space = self.config_space(op, dtype)
-        if dict(config) not in space:
+        if not any(c.items() >= dict(config).items() for c in space):
             raise ValueError(f"tile_cpp.{op}: config {config} is not instantiated for {dtype_name(dtype)}; "
                              f"choose one of {space} (or add it to cpp/include/tr_kernels.h)")
-        self._forced[(op, dtype)] = dict(config)
 
     def kernel_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> str:
         """The name of the instantiated kernel a call with these dims uses."""
-        cfg = dict(self._forced.get((op, dtype)) or self.default_config(op, dtype, dims))
+        cfg = self.config_for(op, dtype, dims)
         for key in CALL_FIXED.get(op, ()):
             cfg[key] = dims[key]
         for k in self._candidates(op, dtype):

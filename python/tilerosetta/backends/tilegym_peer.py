@@ -227,7 +227,7 @@ class TileGymPeer(Backend):
         get_spec(op)
         return []
 
-    def default_config(self, op, dtype, dims):
+    def builtin_config(self, op, dtype, dims):
         """Not tile sizes: what the benchmark's config column should say about how the call was made."""
         get_spec(op)
         if op not in OP_MAP:

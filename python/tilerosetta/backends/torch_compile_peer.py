@@ -114,5 +114,5 @@ class TorchCompilePeer(PeerBackend):
         hits = [ms for (o, d, _), ms in self._compile_ms.items() if o == op and d == dtype]
         return {"compile_ms": hits[-1]} if hits else {}
 
-    def default_config(self, op, dtype, dims):
+    def builtin_config(self, op, dtype, dims):
         return {"mode": "default", "backend": self.compile_backend, "dynamic": False} if op in SOURCES else {}

@@ -14,7 +14,6 @@ import importlib
 import os
 import sys
 import threading
-from typing import Any
 
 import torch
 
@@ -33,7 +32,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "tr
 
 import triton  # noqa: E402  (after TRITON_INTERPRET is decided)
 
-from tilerosetta.kernels.triton import config  # noqa: E402
+from tilerosetta.kernels.triton import config, run  # noqa: E402
 
 if INTERPRET:
     from tilerosetta.kernels.triton import interpreter_compat  # noqa: E402
@@ -54,7 +53,6 @@ class TritonBackend(Backend):
     def __init__(self):
         # The interpreter copies CUDA tensors to the host and back, so with a GPU the tensors stay on it.
         self.device_type = "cuda" if _HAS_GPU else "cpu"
-        self._forced: dict[tuple[str, torch.dtype], dict[str, Any]] = {}
 
     def available(self):
         if _HAS_GPU and not INTERPRET:
@@ -74,14 +72,14 @@ class TritonBackend(Backend):
         return {op: self._bind(op) for op in OP_NAMES}
 
     def _bind(self, op):
-        spec, launch = get_spec(op), _KERNELS[op].launch
+        spec, prepare = get_spec(op), _KERNELS[op].prepare
         n_in = len(spec.inputs) + len(spec.outputs)
 
         def fn(*tensors, **params):
             dims = spec.dims_of(tensors[:n_in])
             cfg = self.config_for(op, tensors[0].dtype, dims)
             with _INTERPRETER_LOCK:
-                return launch(*tensors, cfg=cfg, **spec.full_params(params))
+                run(prepare(*tensors, cfg, **spec.full_params(params)))
 
         fn.__name__ = op
         return fn
@@ -91,31 +89,16 @@ class TritonBackend(Backend):
         # int32 program ids by int32 strides, which wraps past 2^31 elements.
         return None if op == "vector_add" else super().element_limit(op)
 
-    # ---- tuning -----------------------------------------------------------------------------
-    def config_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
-        """What a call uses: the default for these dims, with any forced keys (set_config) on top."""
-        cfg = self.default_config(op, dtype, dims)
-        cfg.update(self._forced.get((op, dtype), {}))
-        return cfg
-
+    # ---- tuning: declarations only (Backend merges, validates and forces) ---------------------
     def config_space(self, op, dtype):
         get_spec(op)
         return config.space(op, dtype)
 
-    def default_config(self, op, dtype, dims):
-        """config.py's table, with the committed sweep result for this GPU and size class on top."""
-        get_spec(op)
-        cfg = config.default(op, dtype, dims, INTERPRET)
-        cfg.update(self.tuned_config(op, dtype, dims) or {})
-        return cfg
+    def builtin_config(self, op, dtype, dims):
+        return config.default(op, dtype, dims, INTERPRET)
 
-    def set_config(self, op, dtype, cfg):
-        get_spec(op)
-        if not cfg:
-            self._forced.pop((op, dtype), None)
-            return
+    def check_config(self, op, dtype, cfg):
         config.check(op, cfg)
-        self._forced[(op, dtype)] = dict(cfg)
 
     def versions(self):
         v = {"triton": triton.__version__, "torch": torch.__version__}

@@ -157,17 +157,17 @@ def check_config(op: str, config: dict[str, Any]) -> None:
         raise KeyError(f"unknown op '{op}': expected one of {list(SPACES)}")
     unknown = set(config) - set(SPACES[op])
     if unknown:
-        raise ValueError(f"cutile_py {op}: unknown config key(s) {sorted(unknown)}; expected {list(SPACES[op])}")
+        raise ValueError(f"cutile_py.{op}: unknown config key(s) {sorted(unknown)}; expected {list(SPACES[op])}")
     for k, v in config.items():
         if k in HINT_KEYS and v == 0 and not isinstance(v, bool):
             continue  # the compiler's choice
         if not isinstance(v, int) or isinstance(v, bool) or v < 1 or v & (v - 1):
-            raise ValueError(f"cutile_py {op}: config {k}={v!r} must be a positive power of two"
+            raise ValueError(f"cutile_py.{op}: config {k}={v!r} must be a positive power of two"
                              + (" (or 0 = compiler's choice)" if k in HINT_KEYS else ""))
         if k in ("WARPS",) and v not in (4, 8):
-            raise ValueError(f"cutile_py {op}: config WARPS={v} must be 0, 4 or 8 (tileiras 13.4)")
+            raise ValueError(f"cutile_py.{op}: config WARPS={v} must be 0, 4 or 8 (tileiras 13.4)")
         if k in ("OCC",) and v > 32 or k == "CTAS" and v > 16:
-            raise ValueError(f"cutile_py {op}: config {k}={v} is out of range")
+            raise ValueError(f"cutile_py.{op}: config {k}={v} is out of range")
 
 
 def check_grid(grid: tuple[int, ...]) -> tuple[int, ...]:

@@ -1,7 +1,41 @@
 """Triton kernels of the ten TileRosetta ops, one module per op (matmul's kernel also serves bmm).
 
-Each module has the @triton.jit kernel(s) and `launch(*inputs, *outputs, [params,] cfg)`; tile sizes,
-warps and stages come from config.py. Import through backends/triton_lang.py, which decides whether
-Triton compiles for the GPU or runs its CPU interpreter (TRITON_INTERPRET must be set before the
-kernels are decorated, i.e. before these modules are imported).
+Each module has the @triton.jit kernel(s) and `prepare(*inputs, *outputs, cfg, **params)`, the same
+entry point as the cuTile Python modules: it returns the Launch list for one call without launching
+anything. The backend runs them (`run`); aot_check.py reads each launch's argument types from the same
+list (on meta tensors) instead of re-deriving the signatures. Tile sizes, warps and stages come from
+config.py. Import through backends/triton_lang.py, which decides whether Triton compiles for the GPU or
+runs its CPU interpreter (TRITON_INTERPRET must be set before the kernels are decorated, i.e. before
+these modules are imported).
 """
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class Launch(NamedTuple):
+    """One kernel launch: kernel[grid](*args, **constexprs, **options)."""
+
+    kernel: Any
+    grid: tuple[int, ...]
+    args: tuple  # runtime arguments, in the kernel's order (tensors, descriptors, ints, floats)
+    constexprs: dict[str, Any]  # tl.constexpr arguments by name
+    options: dict[str, int]  # launch options (num_warps, num_stages) the module sets; Triton's default otherwise
+
+
+def run(launches: list[Launch]) -> None:
+    for lx in launches:
+        lx.kernel[lx.grid](*lx.args, **lx.constexprs, **lx.options)
+
+
+def row_launch(block_kernel, loop_kernel, tensors: tuple, scalars: tuple, cfg: dict[str, Any]) -> list[Launch]:
+    """The row ops (one row per program): the whole row in one next_pow2(N) block up to cfg["single_max"],
+    else the looped kernel over cfg["loop_block"]-wide chunks."""
+    import triton  # here, not at import: the backend decides TRITON_INTERPRET before triton is imported
+
+    m, n = tensors[0].shape
+    single = n <= cfg["single_max"]
+    block = triton.next_power_of_2(n) if single else cfg["loop_block"]
+    return [Launch(block_kernel if single else loop_kernel, (m,), (*tensors, n, *scalars), {"BLOCK_N": block},
+                   {"num_warps": cfg["num_warps"]})]

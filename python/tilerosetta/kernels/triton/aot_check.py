@@ -12,6 +12,7 @@ layouts that do not lower, tiles that do not fit. Prints one JSON object: {"ok":
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -23,62 +24,62 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from tilerosetta.kernels.triton import (attention, config, layer_norm, matmul, rms_norm, rope,  # noqa: E402
-                                        silu_and_mul, softmax, transpose, vector_add)
-from tilerosetta.specs import SPECS, dtype_name  # noqa: E402
+import torch  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+
+from tilerosetta.kernels.triton import config  # noqa: E402
+from tilerosetta.specs import SPECS, Case, dtype_name  # noqa: E402
 
 HOPPER_SMEM = 232448  # bytes of shared memory one block may opt into on sm_90 (227 KB)
-_TT = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16"}
+_TT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
-def variants(op, dtype, dims, cfg):
-    """(kernel, {arg: type}, constexprs, num_warps, num_stages) the launcher would use for these dims."""
-    t = "*" + _TT[dtype_name(dtype)]
-    w, s = cfg.get("num_warps", 4), cfg.get("num_stages", 3)
-    if op == "vector_add":
-        return [(vector_add.vector_add_kernel, {"a_ptr": t, "b_ptr": t, "out_ptr": t, "N": "i32"},
-                 {"BLOCK": cfg["BLOCK"]}, w, s)]
-    if op == "transpose":
-        return [(transpose.transpose_kernel, {"x_ptr": t, "out_ptr": t, "M": "i32", "N": "i32"},
-                 {"BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"]}, w, s)]
-    if op in config.ROW_OPS:
-        mod = {"softmax": softmax, "rms_norm": rms_norm, "layer_norm": layer_norm}[op]
-        sig = {"x_ptr": t}
-        sig.update({"w_ptr": t} if op != "softmax" else {})
-        sig.update({"b_ptr": t} if op == "layer_norm" else {})
-        sig.update({"out_ptr": t, "N": "i32"})
-        sig.update({"eps": "fp32"} if op != "softmax" else {})
-        n = dims["N"]
-        if n <= cfg["single_max"]:
-            return [(getattr(mod, f"{op}_block_kernel"), sig, {"BLOCK_N": triton.next_power_of_2(n)}, w, s)]
-        return [(getattr(mod, f"{op}_loop_kernel"), sig, {"BLOCK_N": cfg["loop_block"]}, w, s)]
-    if op == "silu_and_mul":
-        return [(silu_and_mul.silu_and_mul_kernel, {"x_ptr": t, "out_ptr": t, "M": "i32", "H": "i32"},
-                 {"BLOCK_M": cfg["BLOCK_M"], "BLOCK_H": cfg["BLOCK_H"]}, w, s)]
-    if op == "rope":
-        return [(rope.rope_kernel, {"q_ptr": t, "cos_ptr": t, "sin_ptr": t, "out_ptr": t, "R": "i32", "S": "i32",
-                                    "HALF": "i32"},
-                 {"BLOCK_R": cfg["BLOCK_R"], "BLOCK_HALF": max(2, triton.next_power_of_2(dims["D"] // 2))}, w, s)]
-    if op in ("matmul", "bmm"):
-        sig = {"a_ptr": t, "b_ptr": t, "out_ptr": t, "M": "i32", "N": "i32", "K": "i32", "stride_ab": "i32",
-               "stride_bb": "i32", "stride_ob": "i32"}
-        prec = "tf32" if dtype_name(dtype) == "fp32" else "ieee"
-        return [(matmul.matmul_kernel, sig, {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
-                 | {"INPUT_PRECISION": prec}, w, s)]
-    if op == "attention":
-        # Both load paths, whatever the table's default: pointers, and tensor descriptors (TMA=1).
-        bm, bn, d, e = cfg["BLOCK_M"], cfg["BLOCK_N"], dims["D"], _TT[dtype_name(dtype)]
-        out = []
-        for tma in (False, True):
-            if tma:
-                desc = {n: f"tensordesc<{e}[1,{blk},{d}]>" for n, blk in
-                        (("q_ptr", bm), ("k_ptr", bn), ("v_ptr", bn), ("out_ptr", bm))}
-            sig = {**({"q_ptr": t, "k_ptr": t, "v_ptr": t, "out_ptr": t} if not tma else desc),
-                   "S": "i32", "qk_scale": "fp32"}
-            out += [(attention.attention_kernel, sig, {"HEAD_D": d, "CAUSAL": causal, "BLOCK_M": bm,
-                                                       "BLOCK_N": bn, "TMA": tma}, w, s) for causal in (False, True)]
-        return out
-    raise KeyError(op)
+def arg_type(value) -> str:
+    """Triton's signature type of one runtime argument, as a launch would specialise it."""
+    if isinstance(value, torch.Tensor):
+        return "*" + _TT[value.dtype]
+    if isinstance(value, TensorDescriptor):
+        return f"tensordesc<{_TT[value.base.dtype]}[{','.join(map(str, value.block_shape))}]>"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"no signature type for a launch argument of type {type(value).__name__}")
+    if isinstance(value, float):
+        return "fp32"
+    return "i32" if -2**31 <= value < 2**31 else "i64"
+
+
+def variants(op, dtype, case, cfg):
+    """(kernel, {arg: type}, constexprs, num_warps, num_stages) of each launch the backend would make for
+    this case (a Case, or plain dims): the module's own prepare() on meta tensors, so the signatures are
+    read, not re-derived."""
+    spec = SPECS[op]
+    case = case if isinstance(case, Case) else Case(dict(case))  # plain dims: the spec's default params
+    prepare = importlib.import_module(f"tilerosetta.kernels.triton.{op}").prepare
+    shapes = spec.shapes(case)
+    tensors = [torch.empty(shapes[n], dtype=dtype, device="meta") for n in list(spec.inputs) + list(spec.outputs)]
+    out = []
+    for lx in prepare(*tensors, cfg, **spec.full_params(case.params)):
+        runtime = [n for n in lx.kernel.arg_names if n not in lx.constexprs]
+        sig = {n: arg_type(v) for n, v in zip(runtime, lx.args, strict=True)}
+        out.append((lx.kernel, sig, lx.constexprs, lx.options.get("num_warps", 4), lx.options.get("num_stages", 3)))
+    return out
+
+
+def cases(op, dtype):
+    """(case, cfg) pairs to compile: the conformance and benchmark cases with the GPU table's config, plus
+    the paths the table's defaults do not reach on them (looped row kernels; both attention load paths
+    and both masks)."""
+    spec = SPECS[op]
+    all_cases = list(spec.cases + spec.bench_cases)
+    if op in config.ROW_OPS:  # rows longer than the one-block limit: the looped kernel
+        all_cases.append(Case({"M": 1, "N": config.default(op, dtype, {}, False)["single_max"] + 1}))
+    for case in all_cases:
+        cfg = config.default(op, dtype, case.dims, interpret=False)
+        if op != "attention":
+            yield case, cfg
+            continue
+        for tma in (0, 1):
+            for causal in (False, True):
+                yield Case(case.dims, {**case.params, "causal": causal}), {**cfg, "TMA": tma}
 
 
 def compile_one(kernel, sig, constexprs, num_warps, num_stages, arch, aligned):
@@ -103,16 +104,13 @@ def main(argv=None):
     ops = [o for o in args.op.split(",") if o] or list(SPECS)
     ok, fail, seen = [], [], set()
     for op in ops:
-        spec = SPECS[op]
-        for dtype in spec.dtypes:
-            all_dims = [c.dims for c in spec.cases + spec.bench_cases]
-            if op in config.ROW_OPS:  # rows longer than the one-block limit: the looped kernel
-                all_dims.append({"M": 1, "N": config.default(op, dtype, {}, False)["single_max"] + 1})
-            for dims in all_dims:
-                cfg = config.default(op, dtype, dims, interpret=False)
-                for kernel, sig, consts, w, s in variants(op, dtype, dims, cfg):
+        for dtype in SPECS[op].dtypes:
+            for case, cfg in cases(op, dtype):
+                dims = case.dims
+                for kernel, sig, consts, w, s in variants(op, dtype, case, cfg):
                     aligned = all(v % 16 == 0 for k, v in dims.items() if k not in ("B", "H", "Bt"))
-                    key = (op, kernel.fn.__name__, dtype_name(dtype), tuple(sorted(consts.items())), w, s, aligned)
+                    key = (op, kernel.fn.__name__, dtype_name(dtype), tuple(sorted(consts.items())),
+                           tuple(sig.items()), w, s, aligned)
                     if key in seen:
                         continue
                     seen.add(key)

@@ -23,6 +23,8 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from tilerosetta.kernels.triton import Launch
+
 
 LOG2E = 1.4426950408889634
 
@@ -111,7 +113,7 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, S, qk_scale, HEAD_D: tl.const
         tl.store(out_ptr + head_base + q_offs, out, mask=offs_m[:, None] < S)
 
 
-def launch(q, k, v, out, causal, scale, cfg):
+def prepare(q, k, v, out, cfg, causal, scale):
     b, h, s, d = q.shape
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     grid = (triton.cdiv(s, cfg["BLOCK_M"]) * b * h,)
@@ -121,6 +123,6 @@ def launch(q, k, v, out, causal, scale, cfg):
         bm, bn = cfg["BLOCK_M"], cfg["BLOCK_N"]
         args = tuple(TensorDescriptor.from_tensor(t.view(b * h, s, d), [1, blk, d])
                      for t, blk in ((q, bm), (k, bn), (v, bn), (out, bm)))
-    attention_kernel[grid](*args, s, scale * LOG2E, HEAD_D=d, CAUSAL=bool(causal),
-                           BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], TMA=tma,
-                           num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return [Launch(attention_kernel, grid, (*args, s, scale * LOG2E),
+                   {"HEAD_D": d, "CAUSAL": bool(causal), "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"],
+                    "TMA": tma}, {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})]

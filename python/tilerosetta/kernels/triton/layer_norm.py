@@ -10,6 +10,8 @@ the row has a large common offset. One row per program:
 import triton
 import triton.language as tl
 
+from tilerosetta.kernels.triton import row_launch
+
 
 @triton.jit
 def layer_norm_block_kernel(x_ptr, w_ptr, b_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
@@ -49,11 +51,5 @@ def layer_norm_loop_kernel(x_ptr, w_ptr, b_ptr, out_ptr, N, eps, BLOCK_N: tl.con
                  mask=mask)
 
 
-def launch(x, w, b, out, eps, cfg):
-    m, n = x.shape
-    if n <= cfg["single_max"]:
-        layer_norm_block_kernel[(m,)](x, w, b, out, n, eps, BLOCK_N=triton.next_power_of_2(n),
-                                      num_warps=cfg["num_warps"])
-    else:
-        layer_norm_loop_kernel[(m,)](x, w, b, out, n, eps, BLOCK_N=cfg["loop_block"],
-                                     num_warps=cfg["num_warps"])
+def prepare(x, w, b, out, cfg, eps):
+    return row_launch(layer_norm_block_kernel, layer_norm_loop_kernel, (x, w, b, out), (eps,), cfg)

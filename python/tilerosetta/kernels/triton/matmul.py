@@ -10,6 +10,8 @@ Tails in M, N and K are masked; masked K lanes load 0 and add nothing to the dot
 import triton
 import triton.language as tl
 
+from tilerosetta.kernels.triton import Launch
+
 
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, out_ptr, M, N, K, stride_ab, stride_bb, stride_ob,
@@ -43,17 +45,17 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, M, N, K, stride_ab, stride_bb, stride_o
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-def launch_batched(a, b, out, batch, m, n, k, cfg):
-    """Launch over `batch` independent (m, k) @ (k, n) products laid out contiguously."""
+def prepare_batched(a, b, out, batch, m, n, k, cfg):
+    """The launch over `batch` independent (m, k) @ (k, n) products laid out contiguously."""
     # fp32 inputs use tf32 tensor cores (allowed by the spec); fp16/bf16 inputs are exact products anyway.
     precision = "tf32" if a.dtype.itemsize == 4 else "ieee"
     grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]) * batch,)
-    matmul_kernel[grid](a, b, out, m, n, k, m * k, k * n, m * n,
-                        BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
-                        GROUP_M=cfg["GROUP_M"], INPUT_PRECISION=precision,
-                        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return [Launch(matmul_kernel, grid, (a, b, out, m, n, k, m * k, k * n, m * n),
+                   {"BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
+                    "GROUP_M": cfg["GROUP_M"], "INPUT_PRECISION": precision},
+                   {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})]
 
 
-def launch(a, b, out, cfg):
+def prepare(a, b, out, cfg):
     m, k = a.shape
-    launch_batched(a, b, out, 1, m, out.shape[1], k, cfg)
+    return prepare_batched(a, b, out, 1, m, out.shape[1], k, cfg)

@@ -7,6 +7,8 @@
 import triton
 import triton.language as tl
 
+from tilerosetta.kernels.triton import row_launch
+
 
 @triton.jit
 def rms_norm_block_kernel(x_ptr, w_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
@@ -35,10 +37,5 @@ def rms_norm_loop_kernel(x_ptr, w_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
         tl.store(out_ptr + row + start + cols, (x * rstd * w).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def launch(x, w, out, eps, cfg):
-    m, n = x.shape
-    if n <= cfg["single_max"]:
-        rms_norm_block_kernel[(m,)](x, w, out, n, eps, BLOCK_N=triton.next_power_of_2(n),
-                                    num_warps=cfg["num_warps"])
-    else:
-        rms_norm_loop_kernel[(m,)](x, w, out, n, eps, BLOCK_N=cfg["loop_block"], num_warps=cfg["num_warps"])
+def prepare(x, w, out, cfg, eps):
+    return row_launch(rms_norm_block_kernel, rms_norm_loop_kernel, (x, w, out), (eps,), cfg)

@@ -10,6 +10,8 @@ cos and sin are read per column as given (not assumed to repeat across the halve
 import triton
 import triton.language as tl
 
+from tilerosetta.kernels.triton import Launch
+
 
 @triton.jit
 def rope_kernel(q_ptr, cos_ptr, sin_ptr, out_ptr, R, S, HALF, BLOCK_R: tl.constexpr, BLOCK_HALF: tl.constexpr):
@@ -30,10 +32,10 @@ def rope_kernel(q_ptr, cos_ptr, sin_ptr, out_ptr, R, S, HALF, BLOCK_R: tl.conste
     tl.store(out_ptr + q_lo + HALF, (q2 * cos2 + q1 * sin2).to(dtype), mask=mask)
 
 
-def launch(q, cos, sin, out, cfg):
+def prepare(q, cos, sin, out, cfg):
     s, d = cos.shape
     rows = q.numel() // d
     # At least 2 columns per half: a 1-wide block (D = 2) is legal but gains nothing over a masked 2.
     block_half = max(2, triton.next_power_of_2(d // 2))
-    rope_kernel[(triton.cdiv(rows, cfg["BLOCK_R"]),)](q, cos, sin, out, rows, s, d // 2, BLOCK_R=cfg["BLOCK_R"],
-                                                      BLOCK_HALF=block_half, num_warps=cfg.get("num_warps", 4))
+    return [Launch(rope_kernel, (triton.cdiv(rows, cfg["BLOCK_R"]),), (q, cos, sin, out, rows, s, d // 2),
+                   {"BLOCK_R": cfg["BLOCK_R"], "BLOCK_HALF": block_half}, {"num_warps": cfg.get("num_warps", 4)})]

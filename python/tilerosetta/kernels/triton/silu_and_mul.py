@@ -7,6 +7,8 @@ x's row of 2H. A 1-D grid avoids CUDA's 65535 limit on the second grid axis.
 import triton
 import triton.language as tl
 
+from tilerosetta.kernels.triton import Launch
+
 
 @triton.jit
 def silu_and_mul_kernel(x_ptr, out_ptr, M, H, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr):
@@ -22,8 +24,8 @@ def silu_and_mul_kernel(x_ptr, out_ptr, M, H, BLOCK_M: tl.constexpr, BLOCK_H: tl
     tl.store(out_ptr + rows[:, None] * H + cols[None, :], out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def launch(x, out, cfg):
+def prepare(x, out, cfg):
     m, h = out.shape
     grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(h, cfg["BLOCK_H"]),)
-    silu_and_mul_kernel[grid](x, out, m, h, BLOCK_M=cfg["BLOCK_M"], BLOCK_H=cfg["BLOCK_H"],
-                              num_warps=cfg["num_warps"] if "num_warps" in cfg else 4)
+    return [Launch(silu_and_mul_kernel, grid, (x, out, m, h), {"BLOCK_M": cfg["BLOCK_M"], "BLOCK_H": cfg["BLOCK_H"]},
+                   {"num_warps": cfg["num_warps"] if "num_warps" in cfg else 4})]

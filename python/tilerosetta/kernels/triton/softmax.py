@@ -9,6 +9,8 @@ Two kernels, one row per program:
 import triton
 import triton.language as tl
 
+from tilerosetta.kernels.triton import row_launch
+
 
 @triton.jit
 def softmax_block_kernel(x_ptr, out_ptr, N, BLOCK_N: tl.constexpr):
@@ -43,9 +45,5 @@ def softmax_loop_kernel(x_ptr, out_ptr, N, BLOCK_N: tl.constexpr):
         tl.store(out_ptr + row + start + cols, (tl.exp(x - m) * inv).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def launch(x, out, cfg):
-    m, n = x.shape
-    if n <= cfg["single_max"]:
-        softmax_block_kernel[(m,)](x, out, n, BLOCK_N=triton.next_power_of_2(n), num_warps=cfg["num_warps"])
-    else:
-        softmax_loop_kernel[(m,)](x, out, n, BLOCK_N=cfg["loop_block"], num_warps=cfg["num_warps"])
+def prepare(x, out, cfg):
+    return row_launch(softmax_block_kernel, softmax_loop_kernel, (x, out), (), cfg)

@@ -8,6 +8,8 @@ split into row and column blocks) avoids CUDA's 65535 limit on the second grid a
 import triton
 import triton.language as tl
 
+from tilerosetta.kernels.triton import Launch
+
 
 @triton.jit
 def transpose_kernel(x_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -21,8 +23,8 @@ def transpose_kernel(x_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.co
              mask=(rn[:, None] < N) & (rm[None, :] < M))
 
 
-def launch(x, out, cfg):
+def prepare(x, out, cfg):
     m, n = x.shape
     grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
-    transpose_kernel[grid](x, out, m, n, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-                           num_warps=cfg.get("num_warps", 4))
+    return [Launch(transpose_kernel, grid, (x, out, m, n), {"BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"]},
+                   {"num_warps": cfg.get("num_warps", 4)})]

@@ -3,6 +3,8 @@
 import triton
 import triton.language as tl
 
+from tilerosetta.kernels.triton import Launch
+
 
 @triton.jit
 def vector_add_kernel(a_ptr, b_ptr, out_ptr, N, BLOCK: tl.constexpr):
@@ -15,7 +17,7 @@ def vector_add_kernel(a_ptr, b_ptr, out_ptr, N, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, (a.to(tl.float32) + b.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def launch(a, b, out, cfg):
+def prepare(a, b, out, cfg):
     n = a.numel()
-    vector_add_kernel[(triton.cdiv(n, cfg["BLOCK"]),)](a, b, out, n, BLOCK=cfg["BLOCK"],
-                                                        num_warps=cfg.get("num_warps", 4))
+    return [Launch(vector_add_kernel, (triton.cdiv(n, cfg["BLOCK"]),), (a, b, out, n), {"BLOCK": cfg["BLOCK"]},
+                   {"num_warps": cfg.get("num_warps", 4)})]
