@@ -93,6 +93,19 @@ def fixed_timer(ms_by_backend: dict[str, float], backend_of=None):
     return timer
 
 
+def watching_timer(watched: list):
+    """fixed_timer(1.0) that first runs the timed call once under CallerMemoryWrites and appends the record
+    to `watched`: what the benchmark's timed call wrote into caller memory, one record per timed case."""
+    inner = fixed_timer(1.0)
+
+    def timer(fn, device_type, verify):
+        with CallerMemoryWrites() as rec:
+            fn()
+        watched.append(rec)
+        return inner(fn, device_type, verify)
+    return timer
+
+
 class CallerMemoryWrites:
     """A TorchDispatchMode that lists every aten op run inside it which writes into memory the caller
     allocated before the call (an `out=` buffer, an input): e.g. `out.copy_(result)` or

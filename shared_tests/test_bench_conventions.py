@@ -6,7 +6,7 @@ so `out.copy_(F.rms_norm(...))` or `torch.softmax(x, out=out)` inside the timed 
 import pytest
 import torch
 
-from bench_fakes import CallerMemoryWrites, CountingBackend, fixed_timer
+from bench_fakes import CountingBackend, watching_timer
 from tilerosetta.backends import torch_ref
 from tilerosetta.backends.base import DESTINATION, RETURNS, destination_from_returning
 from tilerosetta.bench import results, runner
@@ -33,18 +33,12 @@ def one_case_per_op():
 
 def run_watched(tmp_path, backend, plan):
     """Run the bench on CPU; the timer runs the timed call once under CallerMemoryWrites."""
-    seen = {}
-    inner = fixed_timer(1.0)
-
-    def timer(fn, device_type, verify):
-        with CallerMemoryWrites() as rec:
-            fn()
-        seen[len(seen)] = rec
-        return inner(fn, device_type, verify)
+    seen = []
+    timer = watching_timer(seen)
 
     with results.ResultsWriter(tmp_path / "r.jsonl") as w:
         recs = runner.Runner([backend], w, runner.Settings(cpu=True), timer=timer).run(plan)
-    return recs, list(seen.values())
+    return recs, seen
 
 
 def test_torch_baseline_is_timed_returning_its_own_output_without_a_copy(tmp_path):

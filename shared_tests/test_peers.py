@@ -21,7 +21,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench_fakes import CallerMemoryWrites, fixed_timer
+from bench_fakes import fixed_timer, watching_timer
 from tilerosetta import backends
 from tilerosetta.backends.attention_peers import Fa4Peer, SdpaCudnnPeer, SdpaFlashPeer
 from tilerosetta.backends.liger_peer import LigerPeer
@@ -202,13 +202,8 @@ def test_prepared_inputs_are_made_once_per_tensor_and_redone_after_a_write(on_cp
 
 
 def _bench_watched(tmp_path, peer, plan):
-    watched, inner = [], fixed_timer(1.0)
-
-    def timer(fn, device_type, verify):
-        with CallerMemoryWrites() as rec:
-            fn()
-        watched.append(rec)
-        return inner(fn, device_type, verify)
+    watched = []
+    timer = watching_timer(watched)
     with results.ResultsWriter(tmp_path / "r.jsonl") as w:
         recs = runner.Runner([peer], w, runner.Settings(cpu=True), timer=timer).run(plan)
     return recs, watched

@@ -309,7 +309,7 @@ def test_attention_refuses_negative_scale(fake_tilegym):
 
 def test_ops_tilegym_allocates_are_timed_as_returned_without_our_copy(fake_tilegym, tmp_path):
     """The bench times TileGym's returning ops as y = op(x): no write into caller memory in the timed call."""
-    from bench_fakes import CallerMemoryWrites, fixed_timer
+    from bench_fakes import watching_timer
 
     from tilerosetta.bench import results, runner
 
@@ -318,13 +318,9 @@ def test_ops_tilegym_allocates_are_timed_as_returned_without_our_copy(fake_tileg
     assert {"softmax", "rms_norm", "layer_norm", "matmul", "attention"} <= set(peer.returning())
     peer.device_type = "cpu"  # the fake computes on CPU tensors; the real peer needs a GPU to be available
     peer.available = lambda: (True, "fake tilegym on CPU")
-    watched, inner = [], fixed_timer(1.0)
+    watched = []
+    timer = watching_timer(watched)
 
-    def timer(fn, device_type, verify):
-        with CallerMemoryWrites() as rec:
-            fn()
-        watched.append(rec)
-        return inner(fn, device_type, verify)
 
     plan = []
     for op in sorted(peer.returning()):
