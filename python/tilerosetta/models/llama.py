@@ -56,43 +56,47 @@ def llama3_inv_freq(cfg: LlamaConfig) -> torch.Tensor:
 
 
 class Ops:
-    """One backend's ops as allocating calls; records every torch fallback in `fallbacks`."""
+    """One backend's ops as allocating calls; records every torch fallback in `fallbacks`.
 
-    def __init__(self, backend: str):
+    custom_ops=True calls them as torch custom ops (tilerosetta.torch_ops), so the model traces under
+    torch.compile(fullgraph=True); False calls the validated BoundOps directly (least host overhead)."""
+
+    def __init__(self, backend: str, custom_ops: bool = False):
         self.name = backend
         self.backend = backends.get(backend)
         self.fallbacks: set[str] = set()
         self._bound = {}
+        self._ns = None
+        if custom_ops:
+            from tilerosetta import torch_ops
+            self._ns = torch_ops.register(backend)
 
-    def _op(self, op):
+    def _run(self, op, inputs, out_shape, **params):
+        if self._ns is not None:
+            return getattr(self._ns, op)(*inputs, *params.values())
         if op not in self._bound:
             self._bound[op] = self.backend.op(op)
-        return self._bound[op]
+        out = torch.empty(out_shape, dtype=inputs[0].dtype, device=inputs[0].device)
+        self._bound[op](*inputs, out, **params)
+        return out
 
     def rms_norm(self, x, w, eps):
-        shape = x.shape
-        x2 = x.reshape(-1, shape[-1])
-        out = torch.empty_like(x2)
-        self._op("rms_norm")(x2, w, out, eps=eps)
-        return out.view(shape)
+        x2 = x.reshape(-1, x.shape[-1])
+        return self._run("rms_norm", (x2, w), x2.shape, eps=eps).view(x.shape)
 
     def linear(self, x, w_t):
         x2 = x.reshape(-1, x.shape[-1])
-        out = torch.empty(x2.shape[0], w_t.shape[1], dtype=x.dtype, device=x.device)
-        self._op("matmul")(x2, w_t, out)
+        out = self._run("matmul", (x2, w_t), (x2.shape[0], w_t.shape[1]))
         return out.view(*x.shape[:-1], w_t.shape[1])
 
     def silu_and_mul(self, x):
         x2 = x.reshape(-1, x.shape[-1])
-        out = torch.empty(x2.shape[0], x2.shape[1] // 2, dtype=x.dtype, device=x.device)
-        self._op("silu_and_mul")(x2, out)
+        out = self._run("silu_and_mul", (x2,), (x2.shape[0], x2.shape[1] // 2))
         return out.view(*x.shape[:-1], x2.shape[1] // 2)
 
     def rope(self, q, cos, sin):
         q = q.contiguous()
-        out = torch.empty_like(q)
-        self._op("rope")(q, cos, sin, out)
-        return out
+        return self._run("rope", (q, cos, sin), q.shape)
 
     def attention(self, q, k, v, causal):
         """q (B, H, Sq, D); k, v (B, Hkv, Sk, D). Our op when Sq == Sk and dtype allowed, else SDPA."""
@@ -108,9 +112,7 @@ class Ops:
             k = k.repeat_interleave(H // Hkv, dim=1)
             v = v.repeat_interleave(H // Hkv, dim=1)
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        out = torch.empty_like(q)
-        self._op("attention")(q, k, v, out, causal=causal)
-        return out
+        return self._run("attention", (q, k, v), q.shape, causal=causal, scale=None)
 
 
 def _sdpa_end_aligned(q, k, v, causal):
@@ -137,8 +139,9 @@ _LAYER_KEYS = {
 class LlamaModel:
     """Llama 3.1 decoder-only LM. `forward(ids, cache)` returns logits (B, S, vocab) and fills the cache."""
 
-    def __init__(self, cfg: LlamaConfig, state: dict[str, torch.Tensor], backend: str = "torch"):
-        self.cfg, self.ops = cfg, Ops(backend)
+    def __init__(self, cfg: LlamaConfig, state: dict[str, torch.Tensor], backend: str = "torch",
+                 custom_ops: bool = False):
+        self.cfg, self.ops = cfg, Ops(backend, custom_ops)
         self.embed = state["model.embed_tokens.weight"]
         self.norm = state["model.norm.weight"]
         head = state.get("lm_head.weight", self.embed)  # tied embeddings when absent
