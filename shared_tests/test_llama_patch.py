@@ -93,7 +93,9 @@ def test_patched_model_compiles_without_graph_breaks(backend):
     need(backend)
     torch._dynamo.reset()
     ids = torch.randint(0, 97, (1, 9), generator=torch.Generator().manual_seed(4))
-    ref, got, _ = logits_pair(backend, torch.bfloat16, ids, compile_=True)  # fullgraph: a break raises
+    # fullgraph: a break raises. Known gap (hf_patch.py): compiled attention is SDPA (transformers
+    # materializes the mask while tracing); rms_norm, rope, silu_and_mul are our custom ops in the graph.
+    ref, got, _ = logits_pair(backend, torch.bfloat16, ids, compile_=True)
     assert (got - ref).abs().max().item() < BF16_TOL
 
 

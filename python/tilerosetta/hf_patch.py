@@ -13,6 +13,9 @@ Linear layers stay torch (nn.Linear). Where our ops cannot express a call, torch
 listed in model.tilerosetta_fallbacks (a recorded set, filled only outside torch.compile tracing):
   - attention with Sq != Sk, a padding mask, or float32 (spec: fp16/bf16): torch SDPA;
   - rope when position ids differ across the batch (our cos/sin are (S, D), shared by the batch).
+KNOWN GAP: under torch.compile, transformers 5.17 hands the attention function a materialized mask (seen
+on CPU: the compiled graph holds tilerosetta rms_norm/rope/silu_and_mul but torch SDPA for attention), so
+compiled attention is SDPA; this is not recorded in tilerosetta_fallbacks (nothing is noted while tracing).
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ def patch(model, backend: str = "torch"):
     """Patch a transformers LlamaForCausalLM / LlamaModel in place; returns it."""
     global _ORIGINAL_ROPE
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers.masking_utils import AttentionMaskInterface, causal_mask_function, sdpa_mask
     from transformers.models.llama import modeling_llama as ml
 
     ops = torch_ops.register(backend)
@@ -81,7 +84,18 @@ def patch(model, backend: str = "torch"):
 
     name = f"tilerosetta_{backend}"
     AttentionInterface.register(name, attention)
-    AttentionMaskInterface.register(name, sdpa_mask)  # None for a pure causal mask: our causal flag
+    def mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=causal_mask_function,
+             attention_mask=None, **kwargs):
+        # None means "pure causal, no padding, no cache offset": our attention's causal flag. Decided from
+        # shapes only (sdpa_mask materializes the mask while torch.compile traces, which would send every
+        # compiled call to SDPA).
+        if (attention_mask is None and mask_function is causal_mask_function and q_length == kv_length
+                and q_offset == 0 and kv_offset == 0):
+            return None
+        return sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
+                         kv_offset=kv_offset, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
+
+    AttentionMaskInterface.register(name, mask)
     model.set_attn_implementation(name)
     for m in model.modules():
         if isinstance(m, ml.LlamaRMSNorm):
