@@ -1,0 +1,1 @@
+"""End-to-end models built from TileRosetta ops (issue 14). See models/llama.py."""

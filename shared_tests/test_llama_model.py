@@ -1,0 +1,121 @@
+"""issue 14 item 1: our Llama 3.1 decoder (tilerosetta.models.llama) against Hugging Face's
+LlamaForCausalLM with the same weights, on a tiny config: prefill logits and teacher-forced decode steps,
+for the torch backend and Triton (its CPU interpreter here). Also safetensors loading with HF key names.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tilerosetta import backends
+from tilerosetta.models.llama import SDPA_DECODE, LlamaConfig, LlamaModel, random_state
+
+# Load the Triton adapter before transformers imports triton: on a CPU machine the adapter must set
+# TRITON_INTERPRET=1 before triton.language is first imported (see backends/triton_lang.py).
+backends.get("triton")
+transformers = pytest.importorskip("transformers", reason="transformers not installed (requirements.txt pins it)")
+
+# Tiny but Llama-3.1-shaped: GQA ratio 2, llama3 rope scaling active (original max 32 < positions' range
+# of wavelengths), head dim 64 (our attention op supports 64 and 128).
+CFG = LlamaConfig(hidden=128, heads=4, kv_heads=2, head_dim=64, mlp=256, vocab=101, layers=2,
+                  rope_original_max=32)
+FP32_TOL = 2e-4  # logits are O(1); fp32 op-order differences stay ~1e-6, a wrong op gives O(0.1)
+BF16_TOL = 0.1   # bf16 model vs fp32 HF: rounding of bf16 weights/activations across 2 layers
+
+
+def hf_model(cfg: LlamaConfig, state, dtype=torch.float32):
+    hc = transformers.LlamaConfig(
+        hidden_size=cfg.hidden, num_attention_heads=cfg.heads, num_key_value_heads=cfg.kv_heads,
+        head_dim=cfg.head_dim, intermediate_size=cfg.mlp, vocab_size=cfg.vocab, num_hidden_layers=cfg.layers,
+        rms_norm_eps=cfg.eps, rope_theta=cfg.rope_theta, max_position_embeddings=4 * cfg.rope_original_max,
+        rope_scaling={"rope_type": "llama3", "factor": cfg.rope_factor,
+                      "low_freq_factor": cfg.rope_low_freq_factor, "high_freq_factor": cfg.rope_high_freq_factor,
+                      "original_max_position_embeddings": cfg.rope_original_max},
+        tie_word_embeddings=False, attn_implementation="eager")
+    m = transformers.LlamaForCausalLM(hc).eval()
+    missing, unexpected = m.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    assert not unexpected and all("rotary" in k for k in missing), (missing, unexpected)
+    return m.to(dtype)
+
+
+def need(name):
+    ok, why = backends.get(name).available()
+    if not ok:
+        pytest.skip(f"{name} unavailable: {why}")
+
+
+def ids(b, s, seed=1):
+    return torch.randint(0, CFG.vocab, (b, s), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_prefill_and_decode_match_hf_fp32(backend):
+    need(backend)
+    state = random_state(CFG, seed=0)
+    ours, hf = LlamaModel(CFG, state, backend), hf_model(CFG, state)
+    prompt, forced = ids(2, 11), ids(2, 4, seed=2)
+    cache = ours.new_cache(2, 32)
+    got = ours(prompt, cache)
+    with torch.no_grad():
+        ref = hf(prompt, use_cache=True)
+    assert (got - ref.logits).abs().max().item() < FP32_TOL
+    past, seq = ref.past_key_values, prompt
+    for t in range(forced.shape[1]):  # teacher-forced decode steps: feed the given token, compare logits
+        tok = forced[:, t:t + 1]
+        got = ours(tok, cache)
+        with torch.no_grad():
+            ref = hf(tok, past_key_values=past, use_cache=True)
+        past = ref.past_key_values
+        err = (got[:, -1] - ref.logits[:, -1]).abs().max().item()
+        assert err < FP32_TOL, f"decode step {t}: max |ours - hf| = {err}"
+    # fp32 attention and decode are torch SDPA, and the model says so
+    assert SDPA_DECODE in ours.fallbacks
+    assert any(f.startswith("attention(torch.float32)") for f in ours.fallbacks)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_bf16_prefill_uses_our_attention(backend):
+    need(backend)
+    state = random_state(CFG, seed=3)
+    ours = LlamaModel(CFG, {k: v.bfloat16() for k, v in state.items()}, backend)
+    hf = hf_model(CFG, {k: v.bfloat16().float() for k, v in state.items()})  # same rounded weights
+    prompt = ids(1, 17)
+    got = ours(prompt).float()
+    with torch.no_grad():
+        ref = hf(prompt).logits
+    assert ours.fallbacks == [], ours.fallbacks  # every kernel of a bf16 prefill is the backend's
+    assert (got - ref).abs().max().item() < BF16_TOL
+
+
+def test_random_weights_are_seeded_and_configurable():
+    a, b, c = random_state(CFG, 5), random_state(CFG, 5), random_state(CFG, 6)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["lm_head.weight"], c["lm_head.weight"])
+    assert LlamaConfig().hidden == 4096 and LlamaConfig().kv_heads == 8 and LlamaConfig().vocab == 128256
+    assert len([k for k in a if k.endswith("q_proj.weight")]) == CFG.layers
+
+
+def test_load_safetensors_with_hf_names(tmp_path):
+    st = pytest.importorskip("safetensors.torch", reason="safetensors not installed")
+    state = random_state(CFG, seed=7)
+    path = tmp_path / "model.safetensors"
+    st.save_file(state, str(path))
+    loaded, direct = LlamaModel.from_safetensors(path, CFG), LlamaModel(CFG, state)
+    x = ids(1, 5)
+    assert torch.equal(loaded(x), direct(x))
+    st.save_file({k: v for k, v in state.items() if "layers.1.mlp" not in k}, str(path))
+    with pytest.raises(KeyError, match="model.layers.1.mlp"):
+        LlamaModel.from_safetensors(path, CFG)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_model_compiles_without_graph_breaks(backend):
+    """custom_ops=True: every kernel is a torch custom op, so fullgraph tracing must succeed (a break raises)."""
+    need(backend)
+    torch._dynamo.reset()
+    state = {k: v.bfloat16() for k, v in random_state(CFG, seed=4).items()}
+    eager, traced = LlamaModel(CFG, state, backend), LlamaModel(CFG, state, backend, custom_ops=True)
+    prompt = ids(1, 9)
+    compiled = torch.compile(traced.forward, fullgraph=True, backend="eager")
+    got, ref = compiled(prompt).float(), eager(prompt).float()
+    assert (got - ref).abs().max().item() < 1e-2  # same kernels, same order: bf16 rounding at most

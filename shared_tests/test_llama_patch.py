@@ -1,0 +1,111 @@
+"""issue 14 items 3 and 8: tilerosetta.patch on a tiny random transformers LlamaForCausalLM (patched vs
+unpatched logits, torch backend and the Triton interpreter), and the patched model under
+torch.compile(fullgraph=True) through the backends' torch custom ops (no graph break allowed)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilerosetta
+from tilerosetta import backends
+
+backends.get("triton")  # before transformers imports triton: sets TRITON_INTERPRET=1 on a CPU machine
+transformers = pytest.importorskip("transformers", reason="transformers not installed (requirements.txt pins it)")
+
+FP32_TOL = 1e-4  # fp32: rms_norm/rope/silu_and_mul differ from HF by op order only (~1e-6)
+BF16_TOL = 0.1   # bf16: HF norms in fp32, ours in bf16; logits O(1)
+
+
+def tiny(dtype, seed=0):
+    torch.manual_seed(seed)
+    cfg = transformers.LlamaConfig(
+        hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=64, intermediate_size=256,
+        vocab_size=97, num_hidden_layers=2, rms_norm_eps=1e-5, max_position_embeddings=128,
+        rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                           "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
+        attn_implementation="sdpa")
+    m = transformers.LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():  # norms away from 1 so a skipped weight shows
+        for n, p in m.named_parameters():
+            if "norm" in n:
+                p.add_(0.1 * torch.randn_like(p))
+    return m.to(dtype)
+
+
+def need(name):
+    ok, why = backends.get(name).available()
+    if not ok:
+        pytest.skip(f"{name} unavailable: {why}")
+
+
+@pytest.fixture(autouse=True)
+def _restore_rope():
+    yield
+    from tilerosetta.hf_patch import unpatch_rope
+    unpatch_rope()
+
+
+def logits_pair(backend, dtype, ids, compile_=False):
+    ref_model, model = tiny(dtype), tiny(dtype)
+    with torch.no_grad():
+        ref = ref_model(ids).logits.float()
+        tilerosetta.patch(model, backend=backend)
+        fwd = (torch.compile(lambda i: model(i, use_cache=False).logits, fullgraph=True, backend="eager")
+               if compile_ else (lambda i: model(i, use_cache=False).logits))
+        return ref, fwd(ids).float(), model
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_patched_matches_unpatched_fp32(backend):
+    need(backend)
+    ids = torch.randint(0, 97, (2, 13), generator=torch.Generator().manual_seed(1))
+    ref, got, model = logits_pair(backend, torch.float32, ids)
+    assert (got - ref).abs().max().item() < FP32_TOL
+    assert any(f.startswith("attention(torch.float32)") for f in model.tilerosetta_fallbacks)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_patched_bf16_runs_our_attention(backend):
+    need(backend)
+    ids = torch.randint(0, 97, (1, 17), generator=torch.Generator().manual_seed(2))
+    ref, got, model = logits_pair(backend, torch.bfloat16, ids)
+    assert model.tilerosetta_fallbacks == set(), model.tilerosetta_fallbacks
+    assert (got - ref).abs().max().item() < BF16_TOL
+
+
+def test_patch_changes_the_computation():
+    """The check can fail: a patched norm with a wrong eps must move the logits past the tolerance."""
+    need("torch")
+    ids = torch.randint(0, 97, (1, 9), generator=torch.Generator().manual_seed(3))
+    model = tiny(torch.float32)
+    tilerosetta.patch(model, backend="torch")
+    for m in model.modules():
+        if hasattr(m, "variance_epsilon"):
+            m.variance_epsilon = 10.0
+    with torch.no_grad():
+        bad = model(ids, use_cache=False).logits
+        ref = tiny(torch.float32)(ids).logits
+    assert (bad - ref).abs().max().item() > FP32_TOL
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_patched_model_compiles_without_graph_breaks(backend):
+    need(backend)
+    torch._dynamo.reset()
+    ids = torch.randint(0, 97, (1, 9), generator=torch.Generator().manual_seed(4))
+    # fullgraph: a break raises. Known gap (hf_patch.py): compiled attention is SDPA (transformers
+    # materializes the mask while tracing); rms_norm, rope, silu_and_mul are our custom ops in the graph.
+    ref, got, _ = logits_pair(backend, torch.bfloat16, ids, compile_=True)
+    assert (got - ref).abs().max().item() < BF16_TOL
+
+
+def test_custom_ops_have_one_namespace_per_backend():
+    need("torch")
+    from tilerosetta import torch_ops
+    ns = torch_ops.register("torch")
+    x, w = torch.randn(4, 32), torch.rand(32) + 0.5
+    out = torch.compile(lambda a, b: ns.rms_norm(a, b, 1e-6), fullgraph=True, backend="eager")(x, w)
+    torch.testing.assert_close(out, x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+    # the schema carries the spec's param defaults: omitting eps means the spec's 1e-6
+    torch.testing.assert_close(ns.rms_norm(x, w), out)
+    assert str(torch.ops.tilerosetta_torch.rms_norm.default._schema).startswith("tilerosetta_torch::rms_norm(")
