@@ -2,6 +2,9 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 TR := $(PY) -m tilerosetta
+# For targets that need no build (report, doctor, bench without a GPU): the package from the source tree, so
+# they work right after `make setup`; native modules, once built, are found in the venv as usual.
+TR_SRC := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH} $(TR)
 PYTEST_ARGS ?=
 
 .PHONY: setup build-all build-python build-cpp build-rust build-julia test test-native list doctor bench report gpu-bundle clean
@@ -39,7 +42,7 @@ test-native:
 
 list: build-all
 doctor: setup
-	@$(TR) doctor
+	@$(TR_SRC) doctor
 
 # Without a GPU there is nothing to time: say so before building anything and render the committed H200 run.
 bench: setup
@@ -47,12 +50,12 @@ bench: setup
 	  $(MAKE) --no-print-directory build-all && $(TR) bench; \
 	else \
 	  echo "make bench: no CUDA GPU on this machine, so nothing is timed or built; rendering the newest committed H200 run instead."; \
-	  $(TR) report bench/results/latest --print; \
+	  $(TR_SRC) report bench/results/latest --print; \
 	fi
 
 # The newest committed GPU run (CPU-only and fixture files are never "latest").
 report: setup
-	@$(TR) report bench/results/latest --scaling bench/results
+	@$(TR_SRC) report bench/results/latest --scaling bench/results
 
 # gpu-bundle/ (ours: its own sm_90 C++ extension and the Rust wheel, not the 4-arch build of build-all, ~60 MiB)
 # and gpu-peers/ (the optional peers' runtime in <= 38 MiB parts; PEERS=0 skips it)
