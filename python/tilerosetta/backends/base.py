@@ -33,28 +33,66 @@ from tilerosetta.errors import BackendUnavailable, OpMissing, TileRosettaError, 
 from tilerosetta.specs import OP_NAMES, get_spec
 
 
+PLAN_CACHE_SIZE = 256  # validated call signatures kept per op (a model uses a few dozen shapes)
+
+
 class BoundOp:
-    """One op of one backend, validated on every call."""
+    """One op of one backend, validated on every call.
+
+    The full validation runs once per call signature (each tensor's type, shape, strides, dtype, device, and
+    each param's type and value) and its result is kept: a decode loop calls the same shapes thousands of
+    times, and the checks cost more host time than the launch (issue 14 item 7). What depends on the
+    addresses, the overlap of an output with another argument, is checked on every call."""
 
     def __init__(self, backend: "Backend", op: str, fn: Callable):
         self.backend, self.spec, self.fn = backend, get_spec(op), fn
+        self.names = tuple(self.spec.inputs) + tuple(self.spec.outputs)
+        # signature -> (params with defaults, each tensor's byte length: validated tensors are contiguous)
+        self._plans: dict[tuple, tuple[dict[str, Any], tuple[int, ...]]] = {}
 
-    def __call__(self, *tensors: torch.Tensor, **params: Any):
+    def _signature(self, tensors, params) -> tuple | None:
+        try:
+            key = (self.backend.device_type,
+                   tuple((type(t), t.shape, t.stride(), t.dtype, t.device) for t in tensors),
+                   tuple((k, type(v), v) for k, v in params.items()))
+            hash(key)
+            return key
+        except (AttributeError, TypeError):  # not tensors, or unhashable params: the full check names it
+            return None
+
+    def _validate(self, tensors, params) -> dict[str, Any]:
         spec, name = self.spec, self.backend.name
-        names = list(spec.inputs) + list(spec.outputs)
-        if len(tensors) != len(names):
-            raise TileRosettaError(spec.name, name, None,
-                                   f"expected {len(names)} tensors ({', '.join(names)}), got {len(tensors)}")
-        spec.validate(name, self.backend.device_type, dict(zip(names, tensors)), params,
+        spec.validate(name, self.backend.device_type, dict(zip(self.names, tensors)), params,
                       self.backend.dtypes(spec.name))
         limit = self.backend.element_limit(spec.name)
         if limit is not None:
-            for n, t in zip(names, tensors):
+            for n, t in zip(self.names, tensors):
                 if t.numel() > limit:
                     raise TileRosettaError(spec.name, name, n, (
                         f"{t.numel()} elements exceed this backend's limit of {limit} per tensor (its kernels "
                         f"index with 32-bit integers); see `tilerosetta list --limits`"))
-        full = spec.full_params(params)
+        return spec.full_params(params)
+
+    def __call__(self, *tensors: torch.Tensor, **params: Any):
+        spec, name = self.spec, self.backend.name
+        if len(tensors) != len(self.names):
+            raise TileRosettaError(spec.name, name, None, f"expected {len(self.names)} tensors "
+                                                          f"({', '.join(self.names)}), got {len(tensors)}")
+        key = self._signature(tensors, params)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            full = self._validate(tensors, params)
+            if key is not None:
+                if len(self._plans) >= PLAN_CACHE_SIZE:
+                    self._plans.clear()
+                self._plans[key] = (full, tuple(t.numel() * t.element_size() for t in tensors))
+        else:
+            full, sizes = plan
+            spans = {n: (t.data_ptr(), t.data_ptr() + size, t.device)
+                     for n, t, size in zip(self.names, tensors, sizes)}
+            bad = spec.overlap(dict(zip(self.names, tensors)), spans)
+            if bad:
+                raise TileRosettaError(spec.name, name, *bad)
         try:
             return self.fn(*tensors, **full)
         except TileRosettaError:

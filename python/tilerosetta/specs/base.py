@@ -350,12 +350,14 @@ class OpSpec:
                 fail(*bad)
         return dims
 
-    def overlap(self, tensors: dict[str, torch.Tensor]) -> tuple[str, str] | None:
+    def overlap(self, tensors: dict[str, torch.Tensor],
+                spans: dict[str, tuple[int, int, torch.device]] | None = None) -> tuple[str, str] | None:
         """(output, message) if an output shares bytes with any other argument, unless `inplace_ok`
         allows exactly that pair as the very same tensor. Kernels read other tiles of an input after
         writing a tile of the output (transpose, matmul, attention, row ops): an aliased or partly
         overlapping output gives silently wrong numbers, so it is refused before launch."""
-        spans = {n: _byte_span(t) for n, t in tensors.items()}
+        if spans is None:  # given by a caller that knows the byte extents already (BoundOp's cached plan)
+            spans = {n: _byte_span(t) for n, t in tensors.items()}
         names = list(self.inputs) + list(self.outputs)
         for o in self.outputs:
             for n in names:
@@ -378,6 +380,8 @@ def _byte_span(t: torch.Tensor) -> tuple[int, int, torch.device]:
     the addresses are what the kernel touches), and its device."""
     if t.numel() == 0:
         return 0, 0, t.device
+    if t.is_contiguous():  # the common case, and every validated call's: dense from data_ptr
+        return t.data_ptr(), t.data_ptr() + t.numel() * t.element_size(), t.device
     first = last = t.data_ptr()
     for size, stride in zip(t.shape, t.stride()):
         step = (size - 1) * stride * t.element_size()
