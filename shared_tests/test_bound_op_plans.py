@@ -100,3 +100,39 @@ def test_the_cache_is_bounded(counted):
     for n in range(1, PLAN_CACHE_SIZE + 10):
         op(torch.randn(n), torch.randn(n), torch.empty(n))
     assert 0 < len(op._plans) <= PLAN_CACHE_SIZE
+
+
+def test_the_returning_form_shares_the_mechanism(counted):
+    """ReturningOp (baselines and peers as their users call them) validates once per signature too, and a
+    runtime failure reaches the caller as TileRosettaRuntimeError naming op and backend."""
+    from tilerosetta.errors import TileRosettaRuntimeError
+
+    b, calls = counted
+    op = b.op_returning("softmax")
+    x = torch.randn(4, 32)
+    for _ in range(3):
+        torch.testing.assert_close(op(x)["out"], torch.softmax(x, -1))
+    assert calls == ["softmax"]
+    with pytest.raises(TileRosettaError, match=r"expected 1 input tensors"):
+        op(x, x)
+
+    def broken(x):
+        raise RuntimeError("launch failed")
+    op.fn = broken
+    with pytest.raises(TileRosettaRuntimeError, match=r"torch\.softmax: RuntimeError: launch failed"):
+        op(x)
+
+
+def test_op_returns_one_bound_op_per_implementation(counted):
+    """The validated signatures serve every caller of backend.op(name), e.g. tilerosetta.ops on each call;
+    a new implementation object gets a new BoundOp."""
+    b, calls = counted
+    assert b.op("softmax") is b.op("softmax")
+    x = torch.randn(3, 5)
+    for _ in range(3):
+        b.op("softmax")(x, torch.empty(3, 5))
+    assert calls == ["softmax"]
+    impls = dict(b.implementations())
+    impls["softmax"] = lambda x, out: out.copy_(torch.softmax(x, -1))
+    b.implementations = lambda: impls
+    assert b.op("softmax").fn is impls["softmax"]

@@ -36,69 +36,81 @@ from tilerosetta.specs import OP_NAMES, get_spec
 PLAN_CACHE_SIZE = 256  # validated call signatures kept per op (a model uses a few dozen shapes)
 
 
-class BoundOp:
-    """One op of one backend, validated on every call.
+class _ValidatedOp:
+    """What BoundOp and ReturningOp share: the spec's validation, run once per call signature (each tensor's
+    type, shape, strides, dtype, device; each param's type and value) and kept, since a decode loop calls
+    the same shapes thousands of times and the checks cost more host time than the launch (issue 14 item
+    7); and every failure from the language runtime named with op and backend."""
 
-    The full validation runs once per call signature (each tensor's type, shape, strides, dtype, device, and
-    each param's type and value) and its result is kept: a decode loop calls the same shapes thousands of
-    times, and the checks cost more host time than the launch (issue 14 item 7). What depends on the
-    addresses, the overlap of an output with another argument, is checked on every call."""
+    with_outputs = True  # the call passes the outputs (destination form)
+    arity_word = "tensors"
 
     def __init__(self, backend: "Backend", op: str, fn: Callable):
         self.backend, self.spec, self.fn = backend, get_spec(op), fn
-        self.names = tuple(self.spec.inputs) + tuple(self.spec.outputs)
+        self.names = tuple(self.spec.inputs) + (tuple(self.spec.outputs) if self.with_outputs else ())
         # signature -> (params with defaults, each tensor's byte length: validated tensors are contiguous)
         self._plans: dict[tuple, tuple[dict[str, Any], tuple[int, ...]]] = {}
 
-    def _signature(self, tensors, params) -> tuple | None:
+    def _validate(self, tensors, params) -> dict[str, Any]:
+        """The full check of one call; returns the params with defaults."""
+        self.spec.validate(self.backend.name, self.backend.device_type, dict(zip(self.names, tensors)), params,
+                           self.backend.dtypes(self.spec.name), with_outputs=self.with_outputs)
+        return self.spec.full_params(params)
+
+    def _checked(self, tensors, params) -> dict[str, Any]:
+        """Refuses a bad call (TileRosettaError); returns the params with defaults."""
+        spec, name = self.spec, self.backend.name
+        if len(tensors) != len(self.names):
+            raise TileRosettaError(spec.name, name, None, f"expected {len(self.names)} {self.arity_word} "
+                                                          f"({', '.join(self.names)}), got {len(tensors)}")
         try:
             key = (self.backend.device_type,
                    tuple((type(t), t.shape, t.stride(), t.dtype, t.device) for t in tensors),
                    tuple((k, type(v), v) for k, v in params.items()))
-            hash(key)
-            return key
+            plan = self._plans.get(key)
         except (AttributeError, TypeError):  # not tensors, or unhashable params: the full check names it
-            return None
-
-    def _validate(self, tensors, params) -> dict[str, Any]:
-        spec, name = self.spec, self.backend.name
-        spec.validate(name, self.backend.device_type, dict(zip(self.names, tensors)), params,
-                      self.backend.dtypes(spec.name))
-        limit = self.backend.element_limit(spec.name)
-        if limit is not None:
-            for n, t in zip(self.names, tensors):
-                if t.numel() > limit:
-                    raise TileRosettaError(spec.name, name, n, (
-                        f"{t.numel()} elements exceed this backend's limit of {limit} per tensor (its kernels "
-                        f"index with 32-bit integers); see `tilerosetta list --limits`"))
-        return spec.full_params(params)
-
-    def __call__(self, *tensors: torch.Tensor, **params: Any):
-        spec, name = self.spec, self.backend.name
-        if len(tensors) != len(self.names):
-            raise TileRosettaError(spec.name, name, None, f"expected {len(self.names)} tensors "
-                                                          f"({', '.join(self.names)}), got {len(tensors)}")
-        key = self._signature(tensors, params)
-        plan = self._plans.get(key) if key is not None else None
+            return self._validate(tensors, params)
         if plan is None:
             full = self._validate(tensors, params)
-            if key is not None:
-                if len(self._plans) >= PLAN_CACHE_SIZE:
-                    self._plans.clear()
-                self._plans[key] = (full, tuple(t.numel() * t.element_size() for t in tensors))
-        else:
-            full, sizes = plan
+            if len(self._plans) >= PLAN_CACHE_SIZE:
+                self._plans.clear()
+            self._plans[key] = (full, tuple(t.numel() * t.element_size() for t in tensors))
+            return full
+        full, sizes = plan
+        if self.with_outputs:  # what depends on the addresses is checked on every call
             spans = {n: (t.data_ptr(), t.data_ptr() + size, t.device)
                      for n, t, size in zip(self.names, tensors, sizes)}
             bad = spec.overlap(dict(zip(self.names, tensors)), spans)
             if bad:
                 raise TileRosettaError(spec.name, name, *bad)
+        return full
+
+    def _run(self, *args, **full):
         try:
-            return self.fn(*tensors, **full)
+            return self.fn(*args, **full)
         except TileRosettaError:
             raise
         except Exception as exc:  # name op and backend on every failure from the language runtime
-            raise runtime_failure(spec.name, name, exc) from exc
+            raise runtime_failure(self.spec.name, self.backend.name, exc) from exc
+
+
+class BoundOp(_ValidatedOp):
+    """One op of one backend in destination form, validated (once per call signature; the overlap of an
+    output with another argument on every call) before the raw call."""
+
+    def _validate(self, tensors, params) -> dict[str, Any]:
+        full = super()._validate(tensors, params)
+        limit = self.backend.element_limit(self.spec.name)
+        if limit is not None:
+            for n, t in zip(self.names, tensors):
+                if t.numel() > limit:
+                    raise TileRosettaError(self.spec.name, self.backend.name, n, (
+                        f"{t.numel()} elements exceed this backend's limit of {limit} per tensor (its kernels "
+                        f"index with 32-bit integers); see `tilerosetta list --limits`"))
+        return full
+
+    def __call__(self, *tensors: torch.Tensor, **params: Any):
+        return self._run(*tensors, **self._checked(tensors, params))
 
 
 INT32_ELEMENTS = 2**31 - 1  # the element limit of kernels that index with 32-bit integers
@@ -108,27 +120,15 @@ DESTINATION = "destination"  # fn(*inputs, *outputs, **params) writes into buffe
 RETURNS = "returns"  # fn(*inputs, **params) -> output(s) it allocated itself (how torch users call torch)
 
 
-class ReturningOp:
-    """One op of a baseline or peer in its returning form, validated on every call like a BoundOp."""
+class ReturningOp(_ValidatedOp):
+    """One op of a baseline or peer in its returning form, validated like a BoundOp (inputs only: the callee
+    allocates the outputs)."""
 
-    def __init__(self, backend: "Backend", op: str, fn: Callable):
-        self.backend, self.spec, self.fn = backend, get_spec(op), fn
+    with_outputs = False
+    arity_word = "input tensors"
 
     def __call__(self, *tensors: torch.Tensor, **params: Any):
-        spec, name = self.spec, self.backend.name
-        if len(tensors) != len(spec.inputs):
-            raise TileRosettaError(spec.name, name, None, f"expected {len(spec.inputs)} input tensors "
-                                                          f"({', '.join(spec.inputs)}), got {len(tensors)}")
-        spec.validate(name, self.backend.device_type, dict(zip(spec.inputs, tensors)), params,
-                      self.backend.dtypes(spec.name), with_outputs=False)
-        full = spec.full_params(params)
-        try:
-            result = self.fn(*tensors, **full)
-        except TileRosettaError:
-            raise
-        except Exception as exc:
-            raise RuntimeError(f"{name}.{spec.name}: {type(exc).__name__}: {exc}") from exc
-        return as_outputs(spec, name, result)
+        return as_outputs(self.spec, self.backend.name, self._run(*tensors, **self._checked(tensors, params)))
 
 
 def as_outputs(spec, backend: str, result) -> dict[str, torch.Tensor]:
@@ -372,7 +372,13 @@ class Backend:
         impls = self.implementations()
         if name not in impls:
             raise OpMissing(self.name, name, self.missing().get(name, "not implemented"))
-        return BoundOp(self, name, impls[name])
+        # One BoundOp per op while the implementation stays the same object, so its validated signatures
+        # serve every caller (tilerosetta.ops calls op() on each call).
+        known = self.__dict__.setdefault("_bound_ops", {})
+        bound = known.get(name)
+        if bound is None or bound.fn is not impls[name]:
+            bound = known[name] = BoundOp(self, name, impls[name])
+        return bound
 
     def op_returning(self, name: str) -> ReturningOp:
         """The returning form of op `name` (see returning()); OpMissing when this backend has none."""
