@@ -12,6 +12,7 @@ wrapper with no edit here. Each call validates like every backend call (BoundOp)
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ import torch
 from tilerosetta import backends
 from tilerosetta.errors import TileRosettaError
 from tilerosetta.specs import OP_NAMES, OpSpec, get_spec
+from tilerosetta.specs.base import eval_dim, free_factor
 
 
 def output_shapes(spec: OpSpec, inputs: dict[str, torch.Tensor], backend: str = "ops") -> dict[str, tuple]:
@@ -35,25 +37,19 @@ def output_shapes(spec: OpSpec, inputs: dict[str, torch.Tensor], backend: str = 
             else:
                 pending.append((expr, int(extent)))
     for expr, extent in pending:  # e.g. "2*H": the one unknown factor is extent / (product of the others)
-        factors = [f.strip() for f in expr.split("*")]
-        unknown = [f for f in factors if not f.isdigit() and f not in dims]
-        if len(unknown) == 1:
-            known = 1
-            for f in factors:
-                if f != unknown[0]:
-                    known *= int(f) if f.isdigit() else dims[f]
-            dims[unknown[0]] = extent // known if known else 0
-    shapes = {}
-    for name, sym in spec.outputs.items():
-        shape = []
-        for expr in sym:
-            value = 1
-            for f in expr.split("*"):
-                f = f.strip()
-                value *= int(f) if f.isdigit() else dims.get(f, 0)
-            shape.append(value)
-        shapes[name] = tuple(shape)
-    return shapes
+        solved = free_factor(expr, dims)
+        if solved:
+            free, known = solved
+            dims[free] = extent // known if known else 0
+    unbound = defaultdict(int, dims)  # a shape the validator will refuse: evaluate it to something
+    return {name: tuple(eval_dim(expr, unbound) for expr in sym) for name, sym in spec.outputs.items()}
+
+
+def allocate_outputs(spec: OpSpec, inputs, backend: str = "ops") -> list[torch.Tensor]:
+    """Empty outputs of the spec's shapes for these inputs, like the first input (dtype, device)."""
+    shapes = output_shapes(spec, dict(zip(spec.inputs, inputs)), backend)
+    first = inputs[0]
+    return [torch.empty(shapes[n], dtype=first.dtype, device=first.device) for n in spec.outputs]
 
 
 def call(op: str, *inputs: torch.Tensor, backend: str | None = None, **params: Any):
@@ -63,10 +59,7 @@ def call(op: str, *inputs: torch.Tensor, backend: str | None = None, **params: A
     if len(inputs) != len(spec.inputs):
         raise TileRosettaError(op, name, None, f"expected {len(spec.inputs)} input tensors "
                                                f"({', '.join(spec.inputs)}), got {len(inputs)}")
-    named = dict(zip(spec.inputs, inputs))
-    first = inputs[0]
-    shapes = output_shapes(spec, named, name)
-    outs = [torch.empty(shapes[n], dtype=first.dtype, device=first.device) for n in spec.outputs]
+    outs = allocate_outputs(spec, inputs, name)
     backends.get(name).op(op)(*inputs, *outs, **params)
     return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -87,4 +80,4 @@ def _wrapper(op: str):
 for _op in OP_NAMES:
     globals()[_op] = _wrapper(_op)
 
-__all__ = ["call", "output_shapes", *OP_NAMES]
+__all__ = ["call", "output_shapes", "allocate_outputs", *OP_NAMES]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from tilerosetta import backends
-from tilerosetta.ops import output_shapes
+from tilerosetta.ops import allocate_outputs
 from tilerosetta.specs import OP_NAMES, get_spec
 
 _REGISTERED: dict[str, object] = {}
@@ -40,10 +40,7 @@ def _register_op(backend: str, op: str):
     bound = backends.get(backend).op(op)
 
     def allocate(args):
-        inputs = dict(zip(spec.inputs, args[:n_in]))
-        shapes = output_shapes(spec, inputs, backend)
-        first = args[0]
-        return [torch.empty(shapes[n], dtype=first.dtype, device=first.device) for n in spec.outputs]
+        return allocate_outputs(spec, args[:n_in], backend)
 
     def impl(*args):
         outs = allocate(args)

@@ -159,7 +159,18 @@ class Scaling:
         return value
 
 
-def _eval_dim(expr: str, dims: dict[str, int]) -> int:
+def free_factor(expr: str, dims: dict[str, int]) -> tuple[str, int] | None:
+    """For an extent such as '2*H' whose one name is not bound yet: (that name, product of the other
+    factors), so name = extent / product. None when nothing or more than one thing is unknown."""
+    factors = [f.strip() for f in expr.split("*")]
+    free = [f for f in factors if f.isidentifier() and f not in dims]
+    if len(free) != 1 or factors.count(free[0]) != 1:
+        return None
+    rest = [f for f in factors if f != free[0]]
+    return free[0], eval_dim("*".join(rest) or "1", dims)
+
+
+def eval_dim(expr: str, dims: dict[str, int]) -> int:
     """Evaluate a symbolic extent such as 'N', '2*H' against bound dims (only * of ints and names)."""
     value = 1
     for factor in expr.split("*"):
@@ -206,7 +217,7 @@ class OpSpec:
         dims = case.dims
         total = 0
         for shape in list(self.inputs.values()) + list(self.outputs.values()):
-            total += math.prod(_eval_dim(e, dims) for e in shape)
+            total += math.prod(eval_dim(e, dims) for e in shape)
         return total * size
 
     def tolerance(self, dtype: torch.dtype) -> float:
@@ -227,7 +238,7 @@ class OpSpec:
     # ---- shapes and inputs ------------------------------------------------------------------
     def shapes(self, case: Case) -> dict[str, tuple[int, ...]]:
         sym = {**self.inputs, **self.outputs}
-        return {n: tuple(_eval_dim(e, case.dims) for e in s) for n, s in sym.items()}
+        return {n: tuple(eval_dim(e, case.dims) for e in s) for n, s in sym.items()}
 
     def make_inputs(self, case: Case, dtype: torch.dtype, device, generator: torch.Generator):
         """Fresh random inputs (standard normal unless an op overrides it); never zeros."""
@@ -324,18 +335,17 @@ class OpSpec:
                         fail(n, f"shape {shape} has {e}={extent} but '{bound_by[e]}' has {e}={dims[e]}")
                     dims.setdefault(e, extent)
                     bound_by.setdefault(e, n)
-        for n in names:  # pass 1b (inputs only): a symbol seen only as 'k*S' (silu_and_mul's 2*H) is derived
+        for n in names:  # pass 1b: a symbol seen only as 'k*S' (silu_and_mul's 2*H) is derived
             for extent, e in zip(tensors[n].shape, sym[n]):
-                factors = [f.strip() for f in e.split("*")]
-                free = [f for f in factors if f.isidentifier() and f not in dims]
-                if len(free) == 1 and factors.count(free[0]) == 1:
-                    k = _eval_dim("*".join(f for f in factors if f != free[0]) or "1", dims)
+                solved = free_factor(e, dims)
+                if solved:
+                    free, k = solved
                     if extent % k:
                         fail(n, f"extent {extent} of '{e}' is not a multiple of {k}")
-                    dims[free[0]], bound_by[free[0]] = extent // k, n
+                    dims[free], bound_by[free] = extent // k, n
         for n in names:  # pass 2: derived extents such as 2*H
             shape, want = tuple(tensors[n].shape), sym[n]
-            expect = tuple(_eval_dim(e, dims) for e in want)
+            expect = tuple(eval_dim(e, dims) for e in want)
             if shape != expect:
                 fail(n, f"expected shape {expect} ({', '.join(want)}), got {shape}")
         for n in names:
