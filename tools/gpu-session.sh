@@ -10,6 +10,7 @@
 #      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'), MAX_CONFIGS (8),
 #      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
 #      SCALING=1 (`bench --scaling` after the bench, ~4 min; SCALING_ARGS e.g. "--budget-s 120"),
+#      HOSTPROF=1 (tools/host_cost_profile.py: where each backend's per-call host time goes, ~20 s),
 #      LLAMA=1 (tools/llama_gpu_check.py: the Llama model per backend against HF, ~2 min; LLAMA_ARGS, T_LLAMA),
 #      per-step time limits T_SUITE, T_PROBE, T_SWEEPS, T_BENCH, T_SCALING (s).
 #      GPUS=all|N: the suite (the files in SHARD_SUITE, default conformance + random shapes + bad inputs) and
@@ -132,6 +133,11 @@ if [ "${SCALING:-0}" = 1 ]; then  # how cost grows with size: its own scaling-*.
     ${SCALING_ARGS:-} > "$out/scaling.log" 2>&1; echo "scaling: exit $?"; tail -4 "$out/scaling.log"
   stamp "scaling"
 fi
+if [ "${HOSTPROF:-0}" = 1 ]; then  # issue 14 item 7: validated/raw us per call and a cProfile per backend
+  timeout 120 gpu-bundle/run.sh shell python3 tools/host_cost_profile.py "$out/host_cost_profile.json" \
+    > "$out/hostprof.log" 2>&1; echo "host cost profile: exit $?"; grep "^==" "$out/hostprof.log"
+  stamp "host cost profile"
+fi
 if [ "${LLAMA:-0}" = 1 ]; then  # issue 14: the Llama model per backend vs HF fp32, patch check, decode tok/s (<120 s)
   timeout "${T_LLAMA:-150}" gpu-bundle/run.sh shell python3 tools/llama_gpu_check.py "$out/llama_gpu_check.json" \
     ${LLAMA_ARGS:-} > "$out/llama.log" 2>&1; echo "llama check: exit $?"; tail -6 "$out/llama.log"
@@ -139,6 +145,6 @@ if [ "${LLAMA:-0}" = 1 ]; then  # issue 14: the Llama model per backend vs HF fp
 fi
 # The device tool returns at most 8 files from $OUT (run 9 lost its tuned_configs.json to that limit):
 # keep the results files and archives, pack the logs into one.
-( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log llama.log shard-walltime.txt peers-*.txt peers-*.log 2>/dev/null || true) \
+( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log llama.log hostprof.log shard-walltime.txt peers-*.txt peers-*.log 2>/dev/null || true) \
   && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs )
 ls "$out"
