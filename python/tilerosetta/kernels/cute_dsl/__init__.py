@@ -14,13 +14,16 @@ Import the op modules lazily (KERNEL_MODULES): they need the CuTe DSL runtime.
 # op -> module under tilerosetta.kernels.cute_dsl
 KERNEL_MODULES = {
     "vector_add": "vector_add",
+    "softmax": "softmax",
+    "rms_norm": "rms_norm",
+    "layer_norm": "layer_norm",
 }
 
 
 # ops this backend does not have yet, with why (`tilerosetta list` shows the reason)
 MISSING = {
     **{op: "not written yet: the memory-bound ops come one by one (issue 18)"
-       for op in ("transpose", "softmax", "rms_norm", "layer_norm", "silu_and_mul", "rope")},
+       for op in ("transpose", "silu_and_mul", "rope")},
     "matmul": "not written yet: the Hopper GEMM (wgmma through CuTe's MMA atoms, TMA, a pipelined mainloop) "
               "comes after the memory-bound ops (issue 18)",
     "bmm": "not written yet: the batched form of the Hopper GEMM that matmul lacks too (issue 18)",

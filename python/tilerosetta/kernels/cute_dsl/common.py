@@ -71,3 +71,37 @@ def row_reduce(val: cutlass.Float32, op: cutlass.Constexpr, scratch: cute.Tensor
             val = op(val, scratch[row, w])
         cute.arch.sync_threads()  # scratch is free again for the next reduction
     return val
+
+
+@cute.jit
+def row_slot(warps_per_row: cutlass.Constexpr, rows: cutlass.Constexpr, m: cutlass.Int32):
+    """Where this thread works in a row op: CTA b holds `rows` rows, each shared by warps_per_row warps.
+    Returns (row, row in the CTA, thread in the row, warp in the row, lane, valid). A CTA's last rows
+    may lie past m: they redo row m-1 (so every thread reaches the CTA-wide barriers) and `valid` is
+    False, which the caller uses to skip the store."""
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    per_row = 32 * warps_per_row
+    slot = tidx // per_row
+    t = tidx % per_row
+    row = bidx * rows + slot
+    valid = row < m
+    if not valid:
+        row = m - 1
+    return row, slot, t, t // 32, tidx % 32, valid
+
+
+def row_scratch(rows: int, warps_per_row: int):
+    """Shared memory for row_reduce: one fp32 per (row, warp)."""
+    smem = cutlass.memory.SmemAllocator()
+    return smem.allocate_tensor(cutlass.Float32, cute.make_layout((rows, warps_per_row), stride=(warps_per_row, 1)),
+                                byte_alignment=16)
+
+
+def row_grid(m, rows: int):
+    return [cute.ceil_div(m, rows), 1, 1]
+
+
+def as_row(t: cute.Tensor) -> cute.Tensor:
+    """A 1-D tensor (N,) viewed as one row (1, N), so its vectors have the (1, vec) shape of a row's."""
+    return cute.make_tensor(t.iterator, cute.make_layout((1, cute.size(t)), stride=(0, 1)))
