@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tilerosetta.backends import cute_dsl as adapter
-from tilerosetta.kernels.cute_dsl import KERNEL_MODULES, MISSING, variant_of
+from tilerosetta.kernels.cute_dsl import KERNEL_MODULES, MISSING, SCALAR_ONLY, variant_of
 from tilerosetta.kernels.cute_dsl import config as cfgmod
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -40,7 +40,8 @@ def _configs(op, dtype):
 
 
 SPECIALIZATIONS = [pytest.param(op, dt, var, cfg, id=f"{op}-{dtype_name(dt)}-{var}-{'-'.join(f'{k}{v}' for k, v in cfg.items())}")
-                   for op in KERNEL_MODULES for dt in get_spec(op).dtypes for var in ("vec", "scalar")
+                   for op in KERNEL_MODULES for dt in get_spec(op).dtypes
+                   for var in (("scalar",) if op in SCALAR_ONLY else ("vec", "scalar"))
                    for cfg in _configs(op, dt)]
 
 

@@ -17,13 +17,16 @@ KERNEL_MODULES = {
     "softmax": "softmax",
     "rms_norm": "rms_norm",
     "layer_norm": "layer_norm",
+    "silu_and_mul": "silu_and_mul",
+    "rope": "rope",
+    "transpose": "transpose",
 }
+# ops whose kernel has only the element-wise ("scalar") variant
+SCALAR_ONLY = frozenset({"transpose"})
 
 
 # ops this backend does not have yet, with why (`tilerosetta list` shows the reason)
 MISSING = {
-    **{op: "not written yet: the memory-bound ops come one by one (issue 18)"
-       for op in ("transpose", "silu_and_mul", "rope")},
     "matmul": "not written yet: the Hopper GEMM (wgmma through CuTe's MMA atoms, TMA, a pipelined mainloop) "
               "comes after the memory-bound ops (issue 18)",
     "bmm": "not written yet: the batched form of the Hopper GEMM that matmul lacks too (issue 18)",
@@ -35,6 +38,8 @@ VECTOR_BYTES = 16
 def variant_of(op: str, tensors) -> str:
     """"vec" when every tensor's base is 16-byte aligned and every row (innermost extent; for rope each
     half of it, since the two halves are read apart) is a whole number of 128-bit vectors; else "scalar"."""
+    if op in SCALAR_ONLY:
+        return "scalar"
     vec = VECTOR_BYTES // tensors[0].element_size()
     for t in tensors:
         inner = t.shape[-1] if t.dim() else 1
