@@ -122,3 +122,60 @@ def test_config_rules_refuse_what_cannot_run():
         b.check_config("vector_add", torch.float32, {"THREADS": 48})
     with pytest.raises(ValueError, match="unknown config key"):
         b.check_config("vector_add", torch.float32, {"BLOCK": 256})
+
+
+class _FakeKernels:
+    """Stands in for the kernel modules and the compiler: records what the adapter builds and launches."""
+
+    def __init__(self):
+        self.builds, self.launches = [], []
+
+    def module(self, op):
+        fake = self
+
+        class Module:
+            @staticmethod
+            def build(dtype, variant, cfg):
+                fake.builds.append((op, dtype, variant, dict(cfg)))
+                return f"jit:{op}", ("fake args",)
+
+            @staticmethod
+            def launch(compiled, *tensors, **params):
+                fake.launches.append((op, compiled, tensors, params))
+        return Module
+
+
+@pytest.fixture
+def fake_backend(monkeypatch):
+    kernels = _FakeKernels()
+    monkeypatch.setattr(adapter, "kernel_module", kernels.module)
+    monkeypatch.setattr(adapter.CuteDslBackend, "_compile", staticmethod(lambda fn, args, arch: f"compiled {fn} {arch}"))
+    monkeypatch.setattr(adapter.CuteDslBackend, "_arch_of", staticmethod(lambda device: "sm_90a"))
+    monkeypatch.setattr(torch.cuda, "device", lambda device: __import__("contextlib").nullcontext())
+    return adapter.CuteDslBackend(), kernels
+
+
+def test_adapter_compiles_once_per_specialization_and_records_the_time(fake_backend):
+    b, kernels = fake_backend
+    fn = b.implementations()["rms_norm"]
+    x, w = torch.randn(4, 64, dtype=torch.bfloat16), torch.randn(64, dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    fn(x, w, out, eps=1e-6)
+    fn(x, w, out, eps=1e-5)  # same specialization: no second compile
+    assert kernels.builds == [("rms_norm", torch.bfloat16, "vec", b.config_for("rms_norm", torch.bfloat16, {"M": 4, "N": 64}))]
+    assert [(op, c, p) for op, c, _, p in kernels.launches] == [("rms_norm", "compiled jit:rms_norm sm_90a", {"eps": 1e-6}),
+                                                              ("rms_norm", "compiled jit:rms_norm sm_90a", {"eps": 1e-5})]
+    assert all(t is u for t, u in zip(kernels.launches[0][2], (x, w, out)))  # the caller's tensors, in spec order
+    assert set(b.record_extras("rms_norm", torch.bfloat16, {})) == {"compile_ms"}
+    assert b.record_extras("softmax", torch.bfloat16, {}) == {}
+    x2 = torch.randn(4, 63, dtype=torch.bfloat16)  # a row that is not whole vectors: the scalar variant
+    fn(x2, torch.randn(63, dtype=torch.bfloat16), torch.empty_like(x2), eps=1e-6)
+    assert kernels.builds[-1][2] == "scalar"
+
+
+def test_adapter_uses_the_forced_config(fake_backend):
+    b, kernels = fake_backend
+    b.set_config("softmax", torch.float32, {"WARPS_PER_ROW": 2, "ROWS": 2})
+    x = torch.randn(3, 40)
+    b.implementations()["softmax"](x, torch.empty_like(x))
+    assert kernels.builds[-1] == ("softmax", torch.float32, "vec", {"WARPS_PER_ROW": 2, "ROWS": 2})

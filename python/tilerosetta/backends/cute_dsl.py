@@ -97,11 +97,9 @@ class CuteDslBackend(Backend):
         key = (op, dtype, variant, tuple(sorted(cfg.items())), arch)
         fn = self._compiled.get(key)
         if fn is None:
-            from tilerosetta.kernels.cute_dsl import common
-
             jit_fn, args = kernel_module(op).build(dtype, variant, cfg)
             t0 = time.perf_counter()
-            fn = common.compile_for(jit_fn, args, arch)
+            fn = self._compile(jit_fn, args, arch)
             self._compile_ms[key] = (time.perf_counter() - t0) * 1e3
             self._compiled[key] = fn
         return fn
@@ -113,14 +111,23 @@ class CuteDslBackend(Backend):
         def fn(*tensors, **params):
             dtype = tensors[0].dtype
             cfg = self.config_for(op, dtype, spec.dims_of(tensors[:n_tensors]))
-            major, minor = torch.cuda.get_device_capability(tensors[0].device)
             variant = variant_of(op, tensors[:n_tensors])
-            compiled = self.compiled(op, dtype, variant, cfg, target_arch(major, minor))
-            with torch.cuda.device(tensors[0].device):
+            compiled = self.compiled(op, dtype, variant, cfg, self._arch_of(tensors[0].device))
+            with torch.cuda.device(tensors[0].device):  # TVM-FFI launches on this device's current stream
                 kernel_module(op).launch(compiled, *tensors, **params)
 
         fn.__name__ = op
         return fn
+
+    @staticmethod
+    def _compile(jit_fn, args, arch):
+        from tilerosetta.kernels.cute_dsl import common  # imports cutlass: only once something compiles
+
+        return common.compile_for(jit_fn, args, arch)
+
+    @staticmethod
+    def _arch_of(device) -> str:
+        return target_arch(*torch.cuda.get_device_capability(device))
 
     def record_extras(self, op, dtype, dims):
         """compile_ms of the newest specialization of op/dtype compiled in this process."""
