@@ -20,6 +20,8 @@
 #      Peers (issue 13): when gpu-peers/ parts were carried (tools/peers-bundle.sh), tools/gpu-peers-stage.sh
 #      checks/unpacks them first and the peers' runtime goes on PYTHONPATH; PEERS_SMOKE=1 runs
 #      tools/peers_smoke.py (T_SMOKE, 120 s) before the bench; SKIP_SUITE=1 skips the conformance suite.
+#      The cute_dsl backend (issue 18) imports the same CuTe DSL runtime: once the peers are staged,
+#      BACKENDS=cute_dsl TILEROSETTA_REQUIRE=cute_dsl runs its suite (a skip for a missing runtime fails).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}
