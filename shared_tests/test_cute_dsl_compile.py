@@ -6,7 +6,8 @@ symbolic extents runs the whole pipeline (MLIR -> NVVM -> PTX -> ptxas cubin) on
 only loaded on the first launch. The specializations compiled here are the ones the adapter compiles on a
 GPU: each op x dtype x variant ("vec": 128-bit accesses, "scalar") x the default config of each of the
 op's conformance and bench cases. The vec variant must really move 128 bits per access
-(ld.global.v4 / st.global.v4 in the PTX), else the "vectorised" claim is false.
+(ld.global.v4 / st.global.v4 in the PTX), else the "vectorised" claim is false; a row op that holds
+its row in registers (CHUNKS > 0) must not spill (cuobjdump on the cubin, where one is found).
 
 The runtime (nvidia-cutlass-dsl, ~260 MB) is not installed by CI: the compile tests then skip with the
 reason, and the contract tests (no runtime needed) still run. Locally:
@@ -18,6 +19,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tilerosetta import cubin, toolchain
 from tilerosetta.backends import cute_dsl as adapter
 from tilerosetta.kernels.cute_dsl import KERNEL_MODULES, MISSING, SCALAR_ONLY, variant_of
 from tilerosetta.kernels.cute_dsl import config as cfgmod
@@ -39,10 +41,30 @@ def _configs(op, dtype):
     return seen
 
 
+# beyond the spec's cases: a row too long to stay in registers (the streaming path of the row ops)
+LONG_ROW = {"M": 3, "N": 262144}
+
+
+def _specializations(op, dtype, variant):
+    """What the adapter compiles for op's conformance and bench cases (and LONG_ROW): config + CHUNKS."""
+    spec, seen = get_spec(op), []
+    extra = (LONG_ROW,) if op in cfgmod.ROW_OPS else ()
+    for dims in [c.dims for c in tuple(spec.cases) + tuple(spec.bench_cases)] + list(extra):
+        c = adapter.specialization(op, dtype, variant, dims, cfgmod.default_config(op, dtype_name(dtype), dims))
+        if c not in seen:
+            seen.append(c)
+    return seen
+
+
 SPECIALIZATIONS = [pytest.param(op, dt, var, cfg, id=f"{op}-{dtype_name(dt)}-{var}-{'-'.join(f'{k}{v}' for k, v in cfg.items())}")
                    for op in KERNEL_MODULES for dt in get_spec(op).dtypes
                    for var in (("scalar",) if op in SCALAR_ONLY else ("vec", "scalar"))
-                   for cfg in _configs(op, dt)]
+                   for cfg in _specializations(op, dt, var)]
+
+
+def test_row_ops_compile_both_ways_through_a_row():
+    chunks = {cfg["CHUNKS"] for p in SPECIALIZATIONS for op, _, _, cfg in [p.values] if op in cfgmod.ROW_OPS}
+    assert 0 in chunks and any(c > 0 for c in chunks), chunks
 
 
 @needs_runtime
@@ -59,6 +81,10 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
     assert len(cubins) == 1, f"{op}: expected one {ARCH} cubin in the dump folder, found {cubins}"
     elf = cubins[0].read_bytes()
     assert elf[:4] == b"\x7fELF" and int.from_bytes(elf[18:20], "little") == EM_CUDA, f"{op}: not a CUDA cubin"
+    if cfg.get("CHUNKS") and toolchain.binary_tool("cuobjdump") is not None:
+        # the row held in registers must really stay there: no local memory, no spill stores
+        for k in cubin.analyse(elf):
+            assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
     if variant == "vec":
         assert "ld.global.v4" in ptx or "ld.global.nc.v4" in ptx, f"{op} vec variant: no 128-bit load in the PTX"
         assert "st.global.v4" in ptx, f"{op} vec variant: no 128-bit store in the PTX"
@@ -162,7 +188,8 @@ def test_adapter_compiles_once_per_specialization_and_records_the_time(fake_back
     out = torch.empty_like(x)
     fn(x, w, out, eps=1e-6)
     fn(x, w, out, eps=1e-5)  # same specialization: no second compile
-    assert kernels.builds == [("rms_norm", torch.bfloat16, "vec", b.config_for("rms_norm", torch.bfloat16, {"M": 4, "N": 64}))]
+    assert kernels.builds == [("rms_norm", torch.bfloat16, "vec",
+                               {**b.config_for("rms_norm", torch.bfloat16, {"M": 4, "N": 64}), "CHUNKS": 1})]
     assert [(op, c, p) for op, c, _, p in kernels.launches] == [("rms_norm", "compiled jit:rms_norm sm_90a", {"eps": 1e-6}),
                                                               ("rms_norm", "compiled jit:rms_norm sm_90a", {"eps": 1e-5})]
     assert all(t is u for t, u in zip(kernels.launches[0][2], (x, w, out)))  # the caller's tensors, in spec order
@@ -178,4 +205,5 @@ def test_adapter_uses_the_forced_config(fake_backend):
     b.set_config("softmax", torch.float32, {"WARPS_PER_ROW": 2, "ROWS": 2})
     x = torch.randn(3, 40)
     b.implementations()["softmax"](x, torch.empty_like(x))
-    assert kernels.builds[-1] == ("softmax", torch.float32, "vec", {"WARPS_PER_ROW": 2, "ROWS": 2})
+    # 10 vectors of 4 over 64 threads: one vector each, held in registers
+    assert kernels.builds[-1] == ("softmax", torch.float32, "vec", {"WARPS_PER_ROW": 2, "ROWS": 2, "CHUNKS": 1})

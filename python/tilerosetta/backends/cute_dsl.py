@@ -47,6 +47,15 @@ def target_arch(major: int, minor: int) -> str:
     return f"sm_{major}{minor}a"
 
 
+def specialization(op: str, dtype: torch.dtype, variant: str, dims: dict, cfg: dict) -> dict:
+    """The config a call compiles with: the tile config plus, for a row op, how many vectors of its row each
+    thread keeps in registers (config.resident_chunks; a compile-time constant derived from N, not a knob)."""
+    if op not in cfgmod.ROW_OPS:
+        return dict(cfg)
+    vec = 16 // torch.empty((), dtype=dtype).element_size() if variant == "vec" else 1
+    return {**cfg, "CHUNKS": cfgmod.resident_chunks(op, dims, cfg, vec)}
+
+
 def _version(dist: str) -> str | None:
     try:
         return md.version(dist)
@@ -110,8 +119,9 @@ class CuteDslBackend(Backend):
 
         def fn(*tensors, **params):
             dtype = tensors[0].dtype
-            cfg = self.config_for(op, dtype, spec.dims_of(tensors[:n_tensors]))
+            dims = spec.dims_of(tensors[:n_tensors])
             variant = variant_of(op, tensors[:n_tensors])
+            cfg = specialization(op, dtype, variant, dims, self.config_for(op, dtype, dims))
             compiled = self.compiled(op, dtype, variant, cfg, self._arch_of(tensors[0].device))
             with torch.cuda.device(tensors[0].device):  # TVM-FFI launches on this device's current stream
                 kernel_module(op).launch(compiled, *tensors, **params)

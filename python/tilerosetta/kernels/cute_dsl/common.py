@@ -105,3 +105,9 @@ def row_grid(m, rows: int):
 def as_row(t: cute.Tensor) -> cute.Tensor:
     """A 1-D tensor (N,) viewed as one row (1, N), so its vectors have the (1, vec) shape of a row's."""
     return cute.make_tensor(t.iterator, cute.make_layout((1, cute.size(t)), stride=(0, 1)))
+
+
+def row_registers(chunks: int, vec: int):
+    """A thread's share of a row in registers: `chunks` vectors of shape (1, vec), fp32; regs[None, k] is
+    the vector it reads at column vector t + k * (threads per row)."""
+    return cute.make_rmem_tensor(cute.make_layout(((1, vec), chunks)), cutlass.Float32)

@@ -6,6 +6,10 @@ Knobs:
   WARPS_PER_ROW  warps sharing one row of a row op (1: shuffles only; >1: plus one shared-memory step)
   ROWS           rows in flight per CTA of a row op (CTA = ROWS * WARPS_PER_ROW warps)
   TILE           square tile edge of transpose (staged through shared memory)
+
+Not a knob but part of a row op's compiled specialization: CHUNKS (`resident_chunks`), how many vectors of
+its row each thread keeps in registers between the reduction and the write (one read of x from memory);
+0 = rows too long for that: the kernel streams the row twice (the second read mostly from L2).
 """
 
 from __future__ import annotations
@@ -25,10 +29,27 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
             return {"WARPS_PER_ROW": 1, "ROWS": 4}
         if n <= 4096:
             return {"WARPS_PER_ROW": 4, "ROWS": 2}
-        return {"WARPS_PER_ROW": 8, "ROWS": 1}
+        if n <= 16384:
+            return {"WARPS_PER_ROW": 8, "ROWS": 1}
+        return {"WARPS_PER_ROW": 16, "ROWS": 1}
     if op == "transpose":
         return {"TILE": 32}
     return {}
+
+
+MAX_RESIDENT_BYTES = 256  # fp32 bytes of its row a thread may hold in registers (64 registers)
+MAX_CHUNKS = 16  # vectors per thread: each is an unrolled, predicated load and store
+
+
+def resident_chunks(op: str, dims: dict[str, int], cfg: dict, vec: int) -> int:
+    """Vectors of `vec` elements per thread that hold a whole row of op in registers (a power of two, so
+    few specializations), or 0 when that would take more than MAX_RESIDENT_BYTES: then the row streams."""
+    if op not in ROW_OPS:
+        return 0
+    n_vectors = -(-dims["N"] // vec)
+    per_thread = -(-n_vectors // (32 * cfg["WARPS_PER_ROW"]))
+    chunks = 1 << (per_thread - 1).bit_length()
+    return chunks if chunks * vec * 4 <= MAX_RESIDENT_BYTES and chunks <= MAX_CHUNKS else 0
 
 
 def config_space(op: str, dtype: str) -> list[dict]:
