@@ -207,3 +207,16 @@ def test_adapter_uses_the_forced_config(fake_backend):
     b.implementations()["softmax"](x, torch.empty_like(x))
     # 10 vectors of 4 over 64 threads: one vector each, held in registers
     assert kernels.builds[-1] == ("softmax", torch.float32, "vec", {"WARPS_PER_ROW": 2, "ROWS": 2, "CHUNKS": 1})
+
+
+@needs_runtime
+@pytest.mark.parametrize("tile", [32, 64])
+@pytest.mark.parametrize("vec", [1, 4, 8])
+def test_transpose_threads_cover_the_tile_exactly(tile, vec):
+    from tilerosetta.kernels.cute_dsl import transpose
+
+    threads = transpose._threads(tile, vec)
+    per_row = tile // vec
+    assert threads <= transpose.MAX_THREADS and threads % per_row == 0
+    step = threads // per_row
+    assert step <= tile and tile % step == 0  # every tile row visited once, none past the tile

@@ -22,7 +22,7 @@ KERNEL_MODULES = {
     "transpose": "transpose",
 }
 # ops whose kernel has only the element-wise ("scalar") variant
-SCALAR_ONLY = frozenset({"transpose"})
+SCALAR_ONLY = frozenset()
 
 
 # ops this backend does not have yet, with why (`tilerosetta list` shows the reason)

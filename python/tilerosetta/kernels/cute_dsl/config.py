@@ -33,7 +33,7 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
             return {"WARPS_PER_ROW": 8, "ROWS": 1}
         return {"WARPS_PER_ROW": 16, "ROWS": 1}
     if op == "transpose":
-        return {"TILE": 32}
+        return {"TILE": 64}
     return {}
 
 

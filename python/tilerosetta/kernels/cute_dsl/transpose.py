@@ -1,10 +1,12 @@
 """transpose in CuTe DSL: out (N, M) = x (M, N)ᵀ, through a shared-memory tile.
 
-Each CTA moves one TILE x TILE tile with TILE * 8 threads: reads rows of x (consecutive threads on
-consecutive columns: coalesced), writes them into shared memory, then reads the tile's columns and writes
-them as rows of out (coalesced again). The tile has one padding column so that a column read hits 32
-different banks. Element-wise accesses (no 128-bit variant: it would need a register transpose of the
-vectors, not written yet), bounds-checked for any M, N.
+Each CTA moves one TILE x TILE tile: it reads rows of x (consecutive threads on consecutive columns:
+coalesced) into shared memory, then reads the tile's columns and writes them as rows of out (coalesced
+again). The tile has one padding column so that threads reading down a column spread over the banks.
+  "vec" variant (M and N whole numbers of 128-bit vectors, bases aligned): each thread reads one vector of
+    a row of x, and writes one vector of a row of out gathered from `vec` rows of the tile.
+  "scalar" variant (any M, N): one element per access, bounds-checked.
+At most 256 threads per CTA (fewer when a tile has fewer vectors); each moves TILE * TILE / threads elements.
 """
 
 from __future__ import annotations
@@ -14,45 +16,62 @@ import cutlass.cute as cute
 
 from tilerosetta.kernels.cute_dsl import common
 
-ROWS_PER_STEP = 8  # thread rows: the CTA is TILE x 8 threads, each moving TILE / 8 elements
+MAX_THREADS = 256
+
+
+def _threads(tile: int, vec: int) -> int:
+    """Threads of a CTA: a whole number of tile rows of vectors, at most MAX_THREADS and at most the tile."""
+    per_row = tile // vec
+    return per_row * min(tile, MAX_THREADS // per_row)
 
 
 @cute.kernel
-def _transpose_kernel(mX: cute.Tensor, mO: cute.Tensor, tile: cutlass.Constexpr):
+def _transpose_kernel(gX: cute.Tensor, gO: cute.Tensor, m: cutlass.Int32, n: cutlass.Int32,
+                      tile: cutlass.Constexpr, vec: cutlass.Constexpr, threads: cutlass.Constexpr):
+    # gX: ((1, vec), (M, N / vec)) and gO: ((1, vec), (N, M / vec)): vectors along rows
     tidx, _, _ = cute.arch.thread_idx()
     bx, by, _ = cute.arch.block_idx()
-    m, n = cute.size(mX, mode=[0]), cute.size(mX, mode=[1])
     smem = cutlass.memory.SmemAllocator()
-    buf = smem.allocate_tensor(mX.element_type, cute.make_layout((tile, tile + 1), stride=(tile + 1, 1)),
+    buf = smem.allocate_tensor(gX.element_type, cute.make_layout((tile, tile + 1), stride=(tile + 1, 1)),
                                byte_alignment=16)
-    tx = tidx % tile
-    ty = tidx // tile
+    per_row = tile // vec  # vectors per tile row
+    step = threads // per_row  # tile rows handled at once (divides tile: both powers of two, step <= tile)
+    tx = tidx % per_row
+    ty = tidx // per_row
     row0 = by * tile  # tile origin in x
     col0 = bx * tile
-    for k in cutlass.range_constexpr(0, tile, ROWS_PER_STEP):
+    for k in cutlass.range_constexpr(0, tile, step):
         r = row0 + ty + k
-        c = col0 + tx
-        if r < m and c < n:
-            buf[ty + k, tx] = mX[r, c]
+        c = col0 + tx * vec
+        if r < m and c < n:  # vec variant: n is a multiple of vec, so the whole vector is inside
+            v = gX[(None, (r, (col0 // vec) + tx))].load()
+            for i in cutlass.range_constexpr(vec):
+                buf[ty + k, tx * vec + i] = v[i]
     cute.arch.sync_threads()
-    for k in cutlass.range_constexpr(0, tile, ROWS_PER_STEP):
+    frag = cute.make_rmem_tensor(cute.make_layout((1, vec)), gO.element_type)
+    for k in cutlass.range_constexpr(0, tile, step):
         r = col0 + ty + k  # row of out = column of x
-        c = row0 + tx
+        c = row0 + tx * vec  # first column of out = row of x
         if r < n and c < m:
-            mO[r, c] = buf[tx, ty + k]
+            for i in cutlass.range_constexpr(vec):
+                frag[0, i] = buf[tx * vec + i, ty + k]
+            gO[(None, (r, (row0 // vec) + tx))].store(frag.load())
 
 
 @cute.jit
-def transpose(mX: cute.Tensor, mO: cute.Tensor, stream, tile: cutlass.Constexpr):
+def transpose(mX: cute.Tensor, mO: cute.Tensor, stream, vec: cutlass.Constexpr, tile: cutlass.Constexpr):
     m, n = cute.size(mX, mode=[0]), cute.size(mX, mode=[1])
-    _transpose_kernel(mX, mO, tile).launch(grid=[cute.ceil_div(n, tile), cute.ceil_div(m, tile), 1],
-                                           block=[tile * ROWS_PER_STEP, 1, 1], stream=stream)
+    gX, gO = (cute.zipped_divide(t, (1, vec)) for t in (mX, mO))
+    threads = _threads(tile, vec)
+    _transpose_kernel(gX, gO, m, n, tile, vec, threads).launch(
+        grid=[cute.ceil_div(n, tile), cute.ceil_div(m, tile), 1], block=[threads, 1, 1], stream=stream)
 
 
 def build(dtype, variant, cfg):
-    m, n = common.sym(), common.sym()
-    x, out = common.fake(dtype, (m, n), 1), common.fake(dtype, (n, m), 1)
-    return transpose, (x, out, common.stream(), cfg["TILE"])
+    vec = common.vec_width(dtype, variant)
+    m, n = common.sym(vec), common.sym(vec)
+    x, out = common.fake(dtype, (m, n), vec), common.fake(dtype, (n, m), vec)
+    return transpose, (x, out, common.stream(), vec, cfg["TILE"])
 
 
 def launch(compiled, x, out):
