@@ -220,3 +220,20 @@ def test_transpose_threads_cover_the_tile_exactly(tile, vec):
     assert threads <= transpose.MAX_THREADS and threads % per_row == 0
     step = threads // per_row
     assert step <= tile and tile % step == 0  # every tile row visited once, none past the tile
+
+
+@needs_runtime
+def test_inspect_reads_the_cubin_of_the_bench_call():
+    if toolchain.binary_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump here (make setup, or the triton wheel, provides one)")
+    from tilerosetta.commands.inspect import inspect
+
+    found = inspect("cute_dsl", "rms_norm", "bf16", arch="sm_90")
+    assert found and all(k.kernel.regs > 0 for k in found)
+    label = found[0].label
+    assert "sm_90a" in label and "vec variant" in label and "'CHUNKS': 4" in label, label  # 8192 bf16 = 1024 vectors over 256 threads
+    assert found[0].kernel.threads == 256
+
+
+def test_target_arch_keeps_sm80_plain():
+    assert adapter.target_arch(8, 0) == "sm_80"

@@ -43,8 +43,8 @@ def runtime_problem() -> str | None:
 
 
 def target_arch(major: int, minor: int) -> str:
-    """The compile target of a device: the arch-specific variant (sm_90a), which Hopper's TMA/wgmma need."""
-    return f"sm_{major}{minor}a"
+    """The compile target of a device: from Hopper on the arch-specific variant (sm_90a), which TMA/wgmma need."""
+    return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
 
 
 def specialization(op: str, dtype: torch.dtype, variant: str, dims: dict, cfg: dict) -> dict:
