@@ -237,3 +237,12 @@ def test_inspect_reads_the_cubin_of_the_bench_call():
 
 def test_target_arch_keeps_sm80_plain():
     assert adapter.target_arch(8, 0) == "sm_80"
+
+
+def test_extent_one_dims_get_row_major_strides():
+    x = torch.arange(4.0).reshape(4, 1).t()  # (1, 4), strides (1, 1): contiguous, not row-major
+    assert x.is_contiguous() and x.stride() == (1, 1)
+    y = adapter._compact(x)
+    assert y.stride() == (4, 1) and torch.equal(y, x) and y.data_ptr() == x.data_ptr()
+    z = torch.zeros(3, 5)
+    assert adapter._compact(z) is z

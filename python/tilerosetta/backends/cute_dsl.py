@@ -56,6 +56,19 @@ def specialization(op: str, dtype: torch.dtype, variant: str, dims: dict, cfg: d
     return {**cfg, "CHUNKS": cfgmod.resident_chunks(op, dims, cfg, vec)}
 
 
+def _compact(t: torch.Tensor) -> torch.Tensor:
+    """t with row-major strides, as compiled: a contiguous tensor may carry any stride on an extent-1 dim
+    (e.g. a (1, N) transpose of (N, 1)), which TVM-FFI would refuse as a layout mismatch."""
+    if 1 not in t.shape:
+        return t
+    strides, step = [], 1
+    for extent in reversed(t.shape):
+        strides.append(step)
+        step *= extent
+    strides.reverse()
+    return t if t.stride() == tuple(strides) else t.as_strided(t.shape, strides)
+
+
 def _version(dist: str) -> str | None:
     try:
         return md.version(dist)
@@ -124,7 +137,7 @@ class CuteDslBackend(Backend):
             cfg = specialization(op, dtype, variant, dims, self.config_for(op, dtype, dims))
             compiled = self.compiled(op, dtype, variant, cfg, self._arch_of(tensors[0].device))
             with torch.cuda.device(tensors[0].device):  # TVM-FFI launches on this device's current stream
-                kernel_module(op).launch(compiled, *tensors, **params)
+                kernel_module(op).launch(compiled, *(_compact(t) for t in tensors), **params)
 
         fn.__name__ = op
         return fn

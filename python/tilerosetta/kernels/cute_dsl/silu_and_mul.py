@@ -39,8 +39,10 @@ def silu_and_mul(mX: cute.Tensor, mO: cute.Tensor, stream, vec: cutlass.Constexp
 
 def build(dtype, variant, cfg):
     vec = common.vec_width(dtype, variant)
-    m, h = common.sym(), common.sym(vec)
-    x = common.fake(dtype, (m, h * 2), vec)
+    # x's width gets its own symbol (not h * 2: TVM-FFI binds plain symbols from the tensors); that it is
+    # 2H is the spec's check, done before any call (BoundOp)
+    m, h, two_h = common.sym(), common.sym(vec), common.sym(2 * vec)
+    x = common.fake(dtype, (m, two_h), vec)
     out = common.fake(dtype, (m, h), vec)
     return silu_and_mul, (x, out, common.stream(), vec, cfg["THREADS"])
 
