@@ -21,6 +21,8 @@
 #      Peers (issue 13): when gpu-peers/ parts were carried (tools/peers-bundle.sh), tools/gpu-peers-stage.sh
 #      checks/unpacks them first and the peers' runtime goes on PYTHONPATH; PEERS_SMOKE=1 runs
 #      tools/peers_smoke.py (T_SMOKE, 120 s) before the bench; SKIP_SUITE=1 skips the conformance suite.
+#      The cute_dsl backend (issue 18) imports the same CuTe DSL runtime: once the peers are staged,
+#      BACKENDS=cute_dsl TILEROSETTA_REQUIRE=cute_dsl runs its suite (a skip for a missing runtime fails).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}
@@ -66,7 +68,7 @@ else
   for b in ${backends//,/ }; do
     own=$(ls shared_tests/test_${b}_*.py 2>/dev/null | tr '\n' ' ')
     extra=""; [ "$b" = torch ] && extra=$(ls shared_tests/test_*.py | grep -v -e test_conformance -e test_random_shapes \
-      -e test_bad_inputs -e test_bench_gpu -e test_cutile_py_ -e test_triton_ -e test_tile_cpp_ -e test_cutile_rs_ | tr '\n' ' ')
+      -e test_bad_inputs -e test_bench_gpu -e test_cutile_py_ -e test_triton_ -e test_tile_cpp_ -e test_cutile_rs_ -e test_cute_dsl_ | tr '\n' ' ')
     k=""; for kv in ${SUITE_K:+${SUITE_K//;/ }}; do [ "${kv%%=*}" = "$b" ] && k="${kv#*=}"; done
     (timeout "${T_SUITE:-240}" gpu-bundle/run.sh shell python3 -m pytest -q -rs -p no:cacheprovider --backend "$b" ${k:+-k "$k"} \
        -n "${SUITE_WORKERS:-3}" --junitxml="$suite/junit-$b.xml" shared_tests/test_conformance.py \
