@@ -30,7 +30,11 @@ def _transpose_kernel(gX: cute.Tensor, gO: cute.Tensor, m: cutlass.Int32, n: cut
                       tile: cutlass.Constexpr, vec: cutlass.Constexpr, threads: cutlass.Constexpr):
     # gX: ((1, vec), (M, N / vec)) and gO: ((1, vec), (N, M / vec)): vectors along rows
     tidx, _, _ = cute.arch.thread_idx()
-    bx, by, _ = cute.arch.block_idx()
+    bid, _, _ = cute.arch.block_idx()
+    # One flat grid axis (x allows 2^31 - 1 blocks; y and z only 65535): tile (by, bx) of x, row-major.
+    tiles_n = (n + tile - 1) // tile
+    bx = bid % tiles_n
+    by = bid // tiles_n
     smem = cutlass.memory.SmemAllocator()
     buf = smem.allocate_tensor(gX.element_type, cute.make_layout((tile, tile + 1), stride=(tile + 1, 1)),
                                byte_alignment=16)
@@ -64,7 +68,7 @@ def transpose(mX: cute.Tensor, mO: cute.Tensor, stream, vec: cutlass.Constexpr, 
     gX, gO = (cute.zipped_divide(t, (1, vec)) for t in (mX, mO))
     threads = _threads(tile, vec)
     _transpose_kernel(gX, gO, m, n, tile, vec, threads).launch(
-        grid=[cute.ceil_div(n, tile), cute.ceil_div(m, tile), 1], block=[threads, 1, 1], stream=stream)
+        grid=[cute.ceil_div(n, tile) * cute.ceil_div(m, tile), 1, 1], block=[threads, 1, 1], stream=stream)
 
 
 def build(dtype, variant, cfg):
