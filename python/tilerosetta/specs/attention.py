@@ -66,7 +66,9 @@ class Attention(OpSpec):
          (3, 4, 4, 1, 77, 64),       # decode, GQA 1
          (1, 4, 1, 17, 200, 128),    # prefill continuing a cache, GQA 4
          (2, 2, 2, 5, 129, 64),      # prefill continuing a cache, GQA 1
-         (1, 8, 1, 130, 257, 64))    # prefill continuing a cache, GQA 8, two query blocks
+         (1, 8, 1, 130, 257, 64),    # prefill continuing a cache, GQA 8, two query blocks
+         (1, 4, 1, 40, 1500, 64),    # prefill continuing a long cache: split-KV on the GPU tables
+         (1, 2, 2, 300, 1200, 128))  # split-KV where the causal limit leaves chunks without a visible key
         for c in (False, True)) + (
         _case(1, 4, 100, 64, 2, 33, causal=False),)  # more queries than keys (allowed when not causal)
     bench_cases = tuple(_case(4, 32, 4096, d, causal=c) for d in HEAD_DIMS for c in (False, True)) + tuple(
