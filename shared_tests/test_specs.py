@@ -114,13 +114,13 @@ def test_flop_and_byte_counts():
     att = SPECS["attention"]
     nc = Case({"B": 4, "H": 32, "S": 4096, "D": 128}, {"causal": False})
     cc = Case({"B": 4, "H": 32, "S": 4096, "D": 128}, {"causal": True})
-    assert att.flops(nc) == 4 * 4 * 32 * 4096 * 4096 * 128
-    assert att.flops(cc) == 4 * 4 * 32 * (4096 * 4097 // 2) * 128  # query i sees i + 1 keys
-    # End-aligned causal mask: decode (S = 1) sees all Sk keys; S < Sk sees Sk - S + i + 1 keys.
+    assert att.flops(nc) == 4 * 4 * 32 * 4096 * 4096 * 128 == 2 * att.flops(cc)
+    # End-aligned causal mask: S * (Sk - S) full rows plus the S x S triangle counted as S^2 / 2.
     dec = Case({"B": 2, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}, {"causal": True})
-    assert att.flops(dec) == 4 * 2 * 32 * 4096 * 128
+    assert att.flops(dec) == 4 * 2 * 32 * (4095 + 0.5) * 128
     pre = Case({"B": 1, "H": 4, "Hkv": 1, "S": 3, "Sk": 10, "D": 64}, {"causal": True})
-    assert att.flops(pre) == 4 * 4 * (8 + 9 + 10) * 64
+    assert att.flops(pre) == 4 * 4 * (3 * 7 + 4.5) * 64
+    assert att.flops(Case(pre.dims, {"causal": False})) == 4 * 4 * 30 * 64
     # k and v are (B, Hkv, Sk, D): bytes count them at their own size
     assert att.bytes_moved(dec, torch.bfloat16) == (2 * 2 * 32 * 128 + 2 * 2 * 8 * 4096 * 128) * 2
     sm = SPECS["silu_and_mul"]
