@@ -47,7 +47,7 @@ def size_class(dims: dict[str, int], op: str | None = None) -> str:
         from tilerosetta.specs import get_spec
 
         for k in get_spec(op).dim_choices:
-            if k in dims and k != "S":  # S only varies the random tests, it is not structural
+            if k in dims and k not in ("S", "Sk"):  # lengths only vary the random tests, they are not structural
                 cls += f"_{k}{int(dims[k])}"
     return cls
 
