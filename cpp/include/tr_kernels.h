@@ -71,7 +71,3 @@
   Y(rms_norm, "TM", "TN", "OCC") Y(layer_norm, "TM", "TN", "OCC") Y(silu_and_mul, "TM", "TN") \
   Y(rope, "TS", "TD", "OCC") Y(matmul, "TM", "TN", "TK", "W") Y(bmm, "TM", "TN", "TK", "W") \
   Y(attention, "D", "TQ", "TK", "W")
-
-#define TR_ALL_OPS(Z) \
-  Z(vector_add) Z(transpose) Z(softmax) Z(rms_norm) Z(layer_norm) Z(silu_and_mul) Z(rope) Z(matmul) \
-  Z(bmm) Z(attention)
