@@ -5,7 +5,7 @@
 
 namespace tr::gen {
 
-constexpr int kMaxTensors = 4, kMaxParams = 2, kMaxRank = 4;
+constexpr int kMaxTensors = 5, kMaxParams = 2, kMaxRank = 4;
 
 struct TensorDecl {
   const char* name;
@@ -38,6 +38,7 @@ inline constexpr OpDecl kOps[] = {
     {"matmul", 3, {{"a", 2, {"M", "K"}, false}, {"b", 2, {"K", "N"}, false}, {"out", 2, {"M", "N"}, true}}, 0, {}, "fp32 fp16 bf16"},
     {"bmm", 3, {{"a", 3, {"Bt", "M", "K"}, false}, {"b", 3, {"Bt", "K", "N"}, false}, {"out", 3, {"Bt", "M", "N"}, true}}, 0, {}, "fp32 fp16 bf16"},
     {"attention", 4, {{"q", 4, {"B", "H", "S", "D"}, false}, {"k", 4, {"B", "H", "S", "D"}, false}, {"v", 4, {"B", "H", "S", "D"}, false}, {"out", 4, {"B", "H", "S", "D"}, true}}, 2, {{"causal", "flag", false}, {"scale", "positive", true}}, "fp16 bf16"},
+    {"add_rms_norm", 5, {{"x", 2, {"M", "N"}, false}, {"residual", 2, {"M", "N"}, false}, {"weight", 1, {"N"}, false}, {"sum", 2, {"M", "N"}, true}, {"out", 2, {"M", "N"}, true}}, 1, {{"eps", "positive", false}}, "fp32 fp16 bf16"},
 };
 inline constexpr int kNumOps = sizeof(kOps) / sizeof(kOps[0]);
 
@@ -55,4 +56,5 @@ inline constexpr int kNumOps = sizeof(kOps) / sizeof(kOps[0]);
   TR_MATMUL_KERNELS(X) \
   TR_BMM_KERNELS(X) \
   TR_ATTENTION_KERNELS(X) \
+  TR_ADD_RMS_NORM_KERNELS(X) \
 

@@ -2,7 +2,7 @@
 # The op table of the cutile_jl package: OP_NAMES orders OPS and the includes of src/ops/.
 # Shapes are in torch (row-major) terms, as the specs state them.
 
-const OP_NAMES = ["vector_add", "transpose", "softmax", "rms_norm", "layer_norm", "silu_and_mul", "rope", "matmul", "bmm", "attention"]
+const OP_NAMES = ["vector_add", "transpose", "softmax", "rms_norm", "layer_norm", "silu_and_mul", "rope", "matmul", "bmm", "attention", "add_rms_norm"]
 
 const OP_TABLE = Dict{String,NamedTuple}(
     "vector_add" => (inputs=["a" => ("N",), "b" => ("N",)], outputs=["out" => ("N",)], params=[], dtypes=["fp32", "fp16", "bf16"]),
@@ -15,4 +15,5 @@ const OP_TABLE = Dict{String,NamedTuple}(
     "matmul" => (inputs=["a" => ("M", "K"), "b" => ("K", "N")], outputs=["out" => ("M", "N")], params=[], dtypes=["fp32", "fp16", "bf16"]),
     "bmm" => (inputs=["a" => ("Bt", "M", "K"), "b" => ("Bt", "K", "N")], outputs=["out" => ("Bt", "M", "N")], params=[], dtypes=["fp32", "fp16", "bf16"]),
     "attention" => (inputs=["q" => ("B", "H", "S", "D"), "k" => ("B", "H", "S", "D"), "v" => ("B", "H", "S", "D")], outputs=["out" => ("B", "H", "S", "D")], params=["causal" => "flag", "scale" => "positive"], dtypes=["fp16", "bf16"]),
+    "add_rms_norm" => (inputs=["x" => ("M", "N"), "residual" => ("M", "N"), "weight" => ("N",)], outputs=["sum" => ("M", "N"), "out" => ("M", "N")], params=["eps" => "positive"], dtypes=["fp32", "fp16", "bf16"]),
 )

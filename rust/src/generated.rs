@@ -136,6 +136,19 @@ pub static OPS: &[OpDecl] = &[
         dtypes: &["fp16", "bf16"],
         dims: &["B", "H", "S", "D"],
     },
+    OpDecl {
+        name: "add_rms_norm",
+        tensors: &[
+            TensorDecl { name: "x", shape: &["M", "N"], output: false },
+            TensorDecl { name: "residual", shape: &["M", "N"], output: false },
+            TensorDecl { name: "weight", shape: &["N"], output: false },
+            TensorDecl { name: "sum", shape: &["M", "N"], output: true },
+            TensorDecl { name: "out", shape: &["M", "N"], output: true },
+        ],
+        params: &[ParamDecl { name: "eps", kind: "positive", optional: false }],
+        dtypes: &["fp32", "fp16", "bf16"],
+        dims: &["M", "N"],
+    },
 ];
 
 /// The declaration of `op`, if the specs have it.

@@ -1,5 +1,6 @@
 """The op set: one spec module per op, the single source of truth for every backend."""
 
+from tilerosetta.specs.add_rms_norm import AddRmsNorm
 from tilerosetta.specs.attention import Attention
 from tilerosetta.specs.base import (DTYPE_NAMES, FLOAT_DTYPES, HALF_DTYPES, Case, OpSpec, dtype_name,
                                     parse_dtype, rel_error)
@@ -15,7 +16,7 @@ from tilerosetta.specs.vector_add import VectorAdd
 
 SPECS: dict[str, OpSpec] = {s.name: s for s in (
     VectorAdd(), Transpose(), Softmax(), RmsNorm(), LayerNorm(), SiluAndMul(), Rope(), Matmul(), Bmm(),
-    Attention())}
+    Attention(), AddRmsNorm())}
 OP_NAMES = tuple(SPECS)
 
 
