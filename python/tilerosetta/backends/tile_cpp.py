@@ -86,6 +86,7 @@ DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     "softmax": _row_default,
     "rms_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
     "layer_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
+    "add_rms_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
     "silu_and_mul": lambda dtype, dims: {"TM": 4, "TN": 256},
     # 16-bit: 32 positions at 4 CTAs/SM (OCC 8 caps at 64 registers and spills a little on sm_90;
     # the sweep can still pick it); fp32 tiles are twice the bytes, so 16 positions.
