@@ -135,7 +135,7 @@ unsigned blocks(std::int64_t n, int tile) { return static_cast<unsigned>((n + ti
 std::vector<std::int64_t> aligned_dims(const std::string& op, std::map<std::string, std::int64_t>& dm) {
   if (op == "vector_add") return {dm["N"]};
   if (op == "transpose") return {dm["M"], dm["N"]};
-  if (op == "softmax" || op == "rms_norm" || op == "layer_norm" || op == "add_rms_norm") return {dm["N"]};
+  if (std::string(decl(op).family) == "rows") return {dm["N"]};
   if (op == "silu_and_mul") return {dm["H"]};
   if (op == "rope") return {dm["D"] % 2 ? 1 : dm["D"] / 2};
   if (op == "matmul" || op == "bmm") return {dm["K"], dm["N"]};
@@ -239,8 +239,8 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
   } else if (op == "transpose") {
     ints({dm["M"], dm["N"]}), kinds += "ii";
     plan.grid[0] = flat({blocks(dm["M"], k.get("TM")), blocks(dm["N"], k.get("TN"))});
-  } else if (op == "softmax" || op == "rms_norm" || op == "layer_norm" || op == "add_rms_norm") {
-    // Row ops: (M, N) rows, TM per block; their float params (eps) follow in the spec's order.
+  } else if (std::string(decl(op).family) == "rows") {
+    // The "rows" family (OpSpec.family): (M, N) rows, TM per block; float params (eps) in the spec's order.
     ints({dm["M"], dm["N"]}), kinds += "ii";
     const gen::OpDecl& d = decl(op);
     for (int i = 0; i < d.n_params; ++i) {

@@ -37,6 +37,7 @@ class OpEntry:
     params: tuple[tuple[str, str, bool], ...]  # (name, kind "positive"/"flag", optional)
     dtypes: tuple[str, ...]
     dims: tuple[str, ...]  # every symbol of the shapes, in order of first appearance (e.g. "H" of "2*H")
+    family: str  # OpSpec.family: ops sharing one launch shape and tile table ("rows"), or ""
 
 
 def symbols(extent: str) -> list[str]:
@@ -52,7 +53,7 @@ def entry(spec: OpSpec) -> OpEntry:
         for extent in shape:
             dims += [s for s in symbols(extent) if s not in dims]
     params = tuple((n, p.kind, p.optional) for n, p in spec.params.items())
-    return OpEntry(spec.name, tensors, params, tuple(dtype_name(d) for d in spec.dtypes), tuple(dims))
+    return OpEntry(spec.name, tensors, params, tuple(dtype_name(d) for d in spec.dtypes), tuple(dims), spec.family)
 
 
 def table() -> list[OpEntry]:
@@ -77,12 +78,13 @@ def cpp(ops: list[OpEntry]) -> str:
              "  const char* kind;  // \"positive\": a finite float > 0; \"flag\": a bool", "  bool optional;  // None allowed",
              "};", "struct OpDecl {", "  const char* name;", "  int n_tensors;", "  TensorDecl tensors[kMaxTensors];",
              "  int n_params;", "  ParamDecl params[kMaxParams];", "  const char* dtypes;  // space-separated",
+             "  const char* family;  // OpSpec.family: \"rows\" shares the row ops' launch plan; \"\" its own",
              "};", "", "inline constexpr OpDecl kOps[] = {"]
     for o in ops:
         ts = ", ".join(f'{{"{n}", {len(s)}, {_c_str_list(s)}, {"true" if out else "false"}}}'
                        for n, s, out in o.tensors)
         ps = ", ".join(f'{{"{n}", "{k}", {"true" if opt else "false"}}}' for n, k, opt in o.params)
-        lines.append(f'    {{"{o.name}", {len(o.tensors)}, {{{ts}}}, {len(o.params)}, {{{ps}}}, "{" ".join(o.dtypes)}"}},')
+        lines.append(f'    {{"{o.name}", {len(o.tensors)}, {{{ts}}}, {len(o.params)}, {{{ps}}}, "{" ".join(o.dtypes)}", "{o.family}"}},')
     lines += ["};", "inline constexpr int kNumOps = sizeof(kOps) / sizeof(kOps[0]);", "",
               "}  // namespace tr::gen", "",
               "// Every op's kernel list (TR_<OP>_KERNELS in tr_kernels.h), for the module's kernel table.",
@@ -107,6 +109,7 @@ def rust(ops: list[OpEntry]) -> str:
              "}", "", "pub struct OpDecl {", "    pub name: &'static str,", "    pub tensors: &'static [TensorDecl],",
              "    pub params: &'static [ParamDecl],", "    pub dtypes: &'static [&'static str],",
              "    /// Every symbol of the shapes, in order of first appearance.", "    pub dims: &'static [&'static str],",
+             "    /// OpSpec.family: \"rows\" shares the row ops' tile table; \"\" its own.", "    pub family: &'static str,",
              "}", "", "pub static OPS: &[OpDecl] = &["]
     for o in ops:
         lines.append("    OpDecl {")
@@ -119,6 +122,7 @@ def rust(ops: list[OpEntry]) -> str:
         lines.append(f"        params: &[{ps}],")
         lines.append(f"        dtypes: {_rs_str_list(o.dtypes)},")
         lines.append(f"        dims: {_rs_str_list(o.dims)},")
+        lines.append(f'        family: "{o.family}",')
         lines.append("    },")
     lines += ["];", "", "/// The declaration of `op`, if the specs have it.",
               "pub fn op(name: &str) -> Option<&'static OpDecl> {", "    OPS.iter().find(|o| o.name == name)", "}", ""]

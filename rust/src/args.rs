@@ -270,6 +270,9 @@ impl Dims {
         names.iter().map(|n| self.0.iter().find(|(k, _)| k == n).map(|&(k, v)| (k, v as i64)).unwrap_or_else(|| panic!("dim {n} is not bound"))).collect()
     }
     fn eval(&self, expr: &str) -> Option<i64> {
+        if expr.is_empty() {
+            return Some(1);
+        }
         expr.split('*').map(str::trim).try_fold(1i64, |acc, f| {
             f.parse::<i64>().ok().or_else(|| self.get(f).map(i64::from)).map(|v| acc * v)
         })
@@ -290,28 +293,25 @@ pub fn check_signature(req: &Request) -> Result<Dims, ArgError> {
     }
     let names: Vec<&str> = decl.tensors.iter().map(|t| t.name).collect();
     let tensors = req.tensors_named(&names)?;
+    // Bind each symbol where it first appears, in call order (as the Python validator): a plain name
+    // takes the extent, a product with one unbound factor ("2*H") that factor if it divides evenly.
     let mut dims = Dims::default();
     let mut shapes = Vec::with_capacity(tensors.len());
     for (t, d) in tensors.iter().zip(decl.tensors) {
         let shape = check_tensor(op, t, d.shape.len(), req.dtype)?;
         for (&extent, &sym) in shape.iter().zip(d.shape) {
-            if dims.get(sym).is_none() && sym.chars().all(|c| c.is_alphanumeric() || c == '_') && sym.parse::<i64>().is_err() {
-                dims.0.push((sym, extent));
+            let factors: Vec<&'static str> = sym.split('*').map(str::trim).collect();
+            let free: Vec<&'static str> = factors.iter().copied().filter(|f| f.parse::<i64>().is_err() && dims.get(f).is_none()).collect();
+            if free.len() != 1 {
+                continue;
+            }
+            let rest = dims.eval(&factors.iter().copied().filter(|f| *f != free[0]).collect::<Vec<_>>().join("*"));
+            match rest {
+                Some(r) if r > 0 && extent as i64 % r == 0 => dims.0.push((free[0], (extent as i64 / r) as i32)),
+                _ => {}
             }
         }
         shapes.push(shape);
-    }
-    // A symbol that appears only in products ("2*H" with no plain "H"): the one free factor, if it divides.
-    for (shape, d) in shapes.iter().zip(decl.tensors) {
-        for (&extent, &sym) in shape.iter().zip(d.shape) {
-            let free: Vec<&'static str> = sym.split('*').map(str::trim).filter(|f| f.parse::<i64>().is_err() && dims.get(f).is_none()).collect();
-            if free.len() == 1 {
-                let rest: i64 = sym.split('*').map(str::trim).filter(|f| *f != free[0]).map(|f| f.parse::<i64>().ok().or(dims.get(f).map(i64::from)).unwrap_or(1)).product();
-                if rest > 0 && extent as i64 % rest == 0 {
-                    dims.0.push((free[0], (extent as i64 / rest) as i32));
-                }
-            }
-        }
     }
     for ((shape, d), t) in shapes.iter().zip(decl.tensors).zip(tensors) {
         let want: Vec<Option<i64>> = d.shape.iter().map(|s| dims.eval(s)).collect();

@@ -23,6 +23,8 @@ pub struct OpDecl {
     pub dtypes: &'static [&'static str],
     /// Every symbol of the shapes, in order of first appearance.
     pub dims: &'static [&'static str],
+    /// OpSpec.family: "rows" shares the row ops' tile table; "" its own.
+    pub family: &'static str,
 }
 
 pub static OPS: &[OpDecl] = &[
@@ -36,6 +38,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
         dims: &["N"],
+        family: "",
     },
     OpDecl {
         name: "transpose",
@@ -46,6 +49,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
         dims: &["M", "N"],
+        family: "",
     },
     OpDecl {
         name: "softmax",
@@ -56,6 +60,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
         dims: &["M", "N"],
+        family: "rows",
     },
     OpDecl {
         name: "rms_norm",
@@ -67,6 +72,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[ParamDecl { name: "eps", kind: "positive", optional: false }],
         dtypes: &["fp32", "fp16", "bf16"],
         dims: &["M", "N"],
+        family: "rows",
     },
     OpDecl {
         name: "layer_norm",
@@ -79,6 +85,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[ParamDecl { name: "eps", kind: "positive", optional: false }],
         dtypes: &["fp32", "fp16", "bf16"],
         dims: &["M", "N"],
+        family: "rows",
     },
     OpDecl {
         name: "silu_and_mul",
@@ -89,6 +96,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
         dims: &["M", "H"],
+        family: "",
     },
     OpDecl {
         name: "rope",
@@ -101,6 +109,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
         dims: &["B", "H", "S", "D"],
+        family: "",
     },
     OpDecl {
         name: "matmul",
@@ -112,6 +121,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
         dims: &["M", "K", "N"],
+        family: "",
     },
     OpDecl {
         name: "bmm",
@@ -123,6 +133,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
         dims: &["Bt", "M", "K", "N"],
+        family: "",
     },
     OpDecl {
         name: "attention",
@@ -135,6 +146,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[ParamDecl { name: "causal", kind: "flag", optional: false }, ParamDecl { name: "scale", kind: "positive", optional: true }],
         dtypes: &["fp16", "bf16"],
         dims: &["B", "H", "S", "D"],
+        family: "",
     },
     OpDecl {
         name: "add_rms_norm",
@@ -148,6 +160,7 @@ pub static OPS: &[OpDecl] = &[
         params: &[ParamDecl { name: "eps", kind: "positive", optional: false }],
         dtypes: &["fp32", "fp16", "bf16"],
         dims: &["M", "N"],
+        family: "rows",
     },
 ];
 

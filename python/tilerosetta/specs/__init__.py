@@ -20,6 +20,11 @@ SPECS: dict[str, OpSpec] = {s.name: s for s in (
 OP_NAMES = tuple(SPECS)
 
 
+def family_ops(family: str) -> tuple[str, ...]:
+    """The ops of one kernel family (OpSpec.family), in the specs' order."""
+    return tuple(op for op, spec in SPECS.items() if spec.family == family)
+
+
 def get_spec(op: str) -> OpSpec:
     try:
         return SPECS[op]
@@ -27,5 +32,5 @@ def get_spec(op: str) -> OpSpec:
         raise KeyError(f"unknown op '{op}': expected one of {list(SPECS)}") from None
 
 
-__all__ = ["SPECS", "OP_NAMES", "get_spec", "Case", "OpSpec", "FLOAT_DTYPES", "HALF_DTYPES",
+__all__ = ["SPECS", "OP_NAMES", "family_ops", "get_spec", "Case", "OpSpec", "FLOAT_DTYPES", "HALF_DTYPES",
            "DTYPE_NAMES", "dtype_name", "parse_dtype", "rel_error"]

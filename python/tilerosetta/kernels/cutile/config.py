@@ -15,8 +15,11 @@ from __future__ import annotations
 import itertools
 from typing import Any, NamedTuple
 
-# Ops whose kernels walk rows of (M, N) with plan_rows: they share the row table and sweep below.
-ROW_OPS = ("softmax", "rms_norm", "layer_norm", "add_rms_norm")
+from tilerosetta.specs import family_ops
+
+# The "rows" family (OpSpec.family): kernels that walk rows of (M, N) with plan_rows share the row table
+# and sweep below.
+ROW_OPS = family_ops("rows")
 
 # CUDA grid limits: x up to 2^31-1, y and z up to 65535.
 MAX_GRID = (2**31 - 1, 65535, 65535)

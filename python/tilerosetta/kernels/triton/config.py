@@ -16,12 +16,13 @@ from typing import Any
 
 import torch
 
+from tilerosetta.specs import family_ops
 from tilerosetta.specs.base import DTYPE_NAMES, FP32
 
-# Row ops (softmax, rms_norm, layer_norm): one row per program. Rows up to `single_max` are held in one
+# Row ops (the "rows" family): one row per program. Rows up to `single_max` are held in one
 # block of next_pow2(N) (one read of x); longer rows use the looped kernel with `loop_block` columns.
 _ROW_GPU = {"single_max": 16384, "loop_block": 4096}
-ROW_OPS = ("softmax", "rms_norm", "layer_norm", "add_rms_norm")  # kernels launched by row_launch
+ROW_OPS = family_ops("rows")  # OpSpec.family: the kernels launched by row_launch
 
 _GPU: dict[str, dict[str, dict[str, Any]]] = {
     # key "*" = every dtype; a dtype name overrides it.
