@@ -23,7 +23,7 @@ check-generated: setup
 
 # Every language's build; ends with one line per language (built / skipped because / FAILED because) and
 # fails if a language that can be built here did not build.
-build-all: setup
+build-all: setup check-generated
 	@tools/build-all.sh
 	@$(TR) list
 
