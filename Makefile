@@ -5,29 +5,38 @@ TR := $(PY) -m tilerosetta
 # For targets that need no build (report, doctor, bench without a GPU): the package from the source tree, so
 # they work right after `make setup`; native modules, once built, are found in the venv as usual.
 TR_SRC := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH} $(TR)
+GEN := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m tilerosetta.codegen
 PYTEST_ARGS ?=
 
-.PHONY: setup build-all build-python build-cpp build-rust build-julia test test-native list doctor bench report gpu-bundle clean
+.PHONY: setup generate check-generated build-all build-python build-cpp build-rust build-julia test test-native list doctor bench report gpu-bundle clean
 
 setup:
 	@tools/setup.sh
 
+# The native op tables (cpp/generated/, rust/src/generated.rs, julia/src/generated.jl) come from the specs:
+# `make generate` rewrites them after a spec changes; every build first checks that they are current.
+generate:
+	@$(GEN)
+
+check-generated: setup
+	@$(GEN) --check
+
 # Every language's build; ends with one line per language (built / skipped because / FAILED because) and
 # fails if a language that can be built here did not build.
-build-all: setup
+build-all: setup check-generated
 	@tools/build-all.sh
 	@$(TR) list
 
-build-python: setup
+build-python: setup check-generated
 	@tools/build-python.sh
 
 build-cpp: build-python
 	@tools/build-cpp.sh
 
-build-rust: setup
+build-rust: setup check-generated
 	@tools/build-rust.sh
 
-build-julia: setup
+build-julia: setup check-generated
 	@tools/build-julia.sh
 
 # Each language's own native tests (cargo test, ...), then the conformance suite (GPU cases skip with their

@@ -85,8 +85,8 @@ def _args(op, dtype="fp32", **shapes):
         strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
         arrays.append((name, ptr, list(shape), strides, dtype, "cuda:0"))
         ptr += (math.prod(shape) * 4 + 4095) // 4096 * 4096 + 4096
-    scalars = {"rms_norm": {"eps": 1e-6}, "layer_norm": {"eps": 1e-5},
-               "attention": {"causal": 0.0, "scale": 0.125}}.get(op, {})
+    # every spec param as the adapter sends it: a float (causal 0/1; scale None resolved, here 1/sqrt(64))
+    scalars = {k: 0.125 if v is None else float(v) for k, v in SPECS[op].full_params({}).items()}
     return [op, dtype, 0, 0, arrays, scalars, {}]
 
 
@@ -101,6 +101,7 @@ VALID = {
     "matmul": dict(a=(7, 5), b=(5, 13), out=(7, 13)),
     "bmm": dict(a=(3, 7, 5), b=(3, 5, 13), out=(3, 7, 13)),
     "attention": dict(q=(1, 2, 17, 64), k=(1, 2, 17, 64), v=(1, 2, 17, 64), out=(1, 2, 17, 64)),
+    "add_rms_norm": dict(x=(3, 7), residual=(3, 7), weight=(7,), sum=(3, 7), out=(3, 7)),
 }
 
 

@@ -13,10 +13,10 @@ from tilerosetta.harness import make_case_tensors, reference
 from tilerosetta.specs import OP_NAMES, SPECS, Case, rel_error
 
 EXPECTED_OPS = ("vector_add", "transpose", "softmax", "rms_norm", "layer_norm", "silu_and_mul", "rope",
-                "matmul", "bmm", "attention")
+                "matmul", "bmm", "attention", "add_rms_norm")
 
 
-def test_the_ten_ops():
+def test_the_op_set():
     assert OP_NAMES == EXPECTED_OPS
 
 
@@ -54,6 +54,17 @@ def test_norm_references_match_torch_functional():
     inputs, ref = _ref("layer_norm", Case({"M": 5, "N": 33}))
     x, w, b = (inputs[n].double() for n in "xwb")
     assert rel_error(F.layer_norm(x, (33,), w, b, 1e-5), ref) < 1e-12
+
+
+def test_add_rms_norm_reference_is_the_add_then_rms_norm():
+    spec = SPECS["add_rms_norm"]
+    case = Case({"M": 5, "N": 33})
+    inputs, _ = make_case_tensors(spec, case, torch.float32, "cpu", seed=3)
+    ref = reference(spec, case, inputs)
+    s = inputs["x"].double() + inputs["residual"].double()
+    assert rel_error(s, ref["sum"]) < 1e-12
+    assert rel_error(F.rms_norm(s, (33,), inputs["weight"].double(), 1e-6), ref["out"]) < 1e-12
+    assert rel_error(F.rms_norm(inputs["x"].double(), (33,), inputs["weight"].double(), 1e-6), ref["out"]) > 0.1
 
 
 def test_attention_reference_matches_sdpa():

@@ -232,13 +232,15 @@ def test_plan_attention_gqa_and_kv_length():
     ("silu_and_mul_fp16_4_256", "silu_and_mul", {"M": 3, "H": 12}, torch.float16, 1 << 20, False),  # 2nd half offset
     ("rope_bf16_16_64_4", "rope", {"B": 1, "H": 2, "S": 5, "D": 128}, torch.bfloat16, 1 << 20, True),
     ("rope_bf16_16_64_4", "rope", {"B": 1, "H": 2, "S": 5, "D": 24}, torch.bfloat16, 1 << 20, False),  # D/2 = 12
+    ("add_rms_norm_bf16_1_1024_4", "add_rms_norm", {"M": 2, "N": 4096}, torch.bfloat16, 1 << 20, True),
+    ("add_rms_norm_bf16_1_1024_4", "add_rms_norm", {"M": 2, "N": 4100}, torch.bfloat16, 1 << 20, False),
     ("attention_fp16_64_128_64_0", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, 1 << 20, True),
     ("attention_fp16_64_128_64_0", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, (1 << 20) + 8, False),
 ])
 def test_plan_picks_the_aligned_twin_only_when_it_is_safe(kernel, op, dims, dtype, ptr, aligned):
     tensors = fakes(op, dims, dtype)
     tensors[-1]._ptr = ptr  # the output's pointer decides as much as any input's
-    plan = mod.plan(kernel, tensors, {"eps": 1e-5} if op in ("rms_norm", "layer_norm") else {})
+    plan = mod.plan(kernel, tensors, {k: v for k, v in SPECS[op].full_params({}).items() if v is not None})
     assert plan["aligned"] is aligned
     assert plan["function"] == kernel + ("_a16" if aligned else "")
 
@@ -246,6 +248,16 @@ def test_plan_picks_the_aligned_twin_only_when_it_is_safe(kernel, op, dims, dtyp
 def test_plan_layer_norm_eps():
     plan = mod.plan("layer_norm_fp16_1_1024_4", fakes("layer_norm", {"M": 3, "N": 7}, torch.float16), {"eps": 1e-5})
     assert plan["floats"][0] == pytest.approx(1e-5)
+
+
+def test_plan_add_rms_norm_passes_m_n_then_eps():
+    plan = mod.plan("add_rms_norm_fp32_1_1024_4", fakes("add_rms_norm", {"M": 3, "N": 7}), {"eps": 1e-5})
+    assert plan["ints"] == [3, 7] and plan["dims"] == {"M": 3, "N": 7}
+    assert plan["floats"][0] == pytest.approx(1e-5) and plan["grid"][0] == 3
+    # the two outputs are checked like the inputs: a short `sum` is refused before any launch
+    x, r, w, s, out = fakes("add_rms_norm", {"M": 3, "N": 7})
+    refused("add_rms_norm_fp32_1_1024_4", [x, r, w, FakeTensor((2, 7)), out], {"eps": 1e-5}, op="add_rms_norm",
+            arg="sum", match="has M=2 but 'x' has M=3")
 
 
 def test_valid_call_without_driver_fails_cleanly():

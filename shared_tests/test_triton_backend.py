@@ -14,6 +14,7 @@ import torch
 
 from tilerosetta import backends
 from tilerosetta.harness import check_case
+from tilerosetta.kernels.triton.config import ROW_OPS
 from tilerosetta.specs import SPECS, Case, dtype_name
 
 ALL = (torch.float32, torch.float16, torch.bfloat16)
@@ -40,7 +41,7 @@ def _check(b, op, dtype, case, cfg, seed=0):
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=dtype_name)
-@pytest.mark.parametrize("op", ["softmax", "rms_norm", "layer_norm"])
+@pytest.mark.parametrize("op", ROW_OPS)
 @pytest.mark.parametrize("m,n", [(1, 1), (3, 7), (5, 1000), (2, 4099)])
 def test_looped_row_kernels(triton_backend, op, dtype, m, n):
     # single_max=0 forces the looped kernel; a 64-wide chunk gives many chunks and a ragged last one.

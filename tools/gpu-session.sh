@@ -7,6 +7,7 @@
 #   4. the benchmark, which then uses the tuned table
 # Usage: tools/gpu-session.sh OUTDIR   (needs gpu-bundle/ from `make gpu-bundle`)
 # Env: BACKENDS (default: all that run), SUITE_K ("backend=pytest -k expr;..." to narrow a backend's suite),
+#      ONLY_K (a pytest -k expr for every backend's suite, e.g. ONLY_K=add_rms_norm: one op everywhere),
 #      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'), MAX_CONFIGS (8),
 #      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
 #      SCALING=1 (`bench --scaling` after the bench, ~4 min; SCALING_ARGS e.g. "--budget-s 120"),
@@ -70,6 +71,7 @@ else
     extra=""; [ "$b" = torch ] && extra=$(ls shared_tests/test_*.py | grep -v -e test_conformance -e test_random_shapes \
       -e test_bad_inputs -e test_bench_gpu -e test_cutile_py_ -e test_triton_ -e test_tile_cpp_ -e test_cutile_rs_ -e test_cute_dsl_ | tr '\n' ' ')
     k=""; for kv in ${SUITE_K:+${SUITE_K//;/ }}; do [ "${kv%%=*}" = "$b" ] && k="${kv#*=}"; done
+    [ -n "${ONLY_K:-}" ] && k="${k:+($k) and }($ONLY_K)"
     (timeout "${T_SUITE:-240}" gpu-bundle/run.sh shell python3 -m pytest -q -rs -p no:cacheprovider --backend "$b" ${k:+-k "$k"} \
        -n "${SUITE_WORKERS:-3}" --junitxml="$suite/junit-$b.xml" shared_tests/test_conformance.py \
        shared_tests/test_random_shapes.py shared_tests/test_bad_inputs.py $own $extra > "$suite/test-$b.log" 2>&1) &

@@ -40,6 +40,7 @@ CASES = {
     "matmul": ({"M": 4096, "N": 4096, "K": 4096}, {}),
     "bmm": ({"Bt": 16, "M": 2048, "N": 2048, "K": 2048}, {}),
     "attention": ({"B": 2, "H": 16, "S": 2048, "D": None}, {"causal": False}),  # D from the kernel
+    "add_rms_norm": ({"M": 16384, "N": 4096}, {}),
 }
 FLOP_OPS = ("matmul", "bmm", "attention")
 

@@ -21,7 +21,7 @@
   X(transpose, fp16, __half, 64, 64) X(transpose, fp16, __half, 128, 64) \
   X(transpose, bf16, __nv_bfloat16, 64, 64) X(transpose, bf16, __nv_bfloat16, 128, 64)
 
-// softmax, rms_norm, layer_norm: TM rows per block, TN columns per chunk (looped over N; a row with
+// softmax, rms_norm, layer_norm, add_rms_norm: TM rows per block, TN columns per chunk (looped over N; a row with
 // N <= TN is loaded once), OCC the occupancy hint (see common.cuh: without it 255 registers, 1 CTA/SM).
 // The adapter takes the smallest single-chunk TN >= N up to 16384, else the looped 1 x 1024.
 #define TR_ROW_KERNELS_T(X, op, dt, CT) \
@@ -33,6 +33,7 @@
 #define TR_SOFTMAX_KERNELS(X) TR_ROW_KERNELS(X, softmax)
 #define TR_RMS_NORM_KERNELS(X) TR_ROW_KERNELS(X, rms_norm)
 #define TR_LAYER_NORM_KERNELS(X) TR_ROW_KERNELS(X, layer_norm)
+#define TR_ADD_RMS_NORM_KERNELS(X) TR_ROW_KERNELS(X, add_rms_norm)
 
 // silu_and_mul: TM x TN output tile
 #define TR_SILU_AND_MUL_KERNELS(X) \
@@ -70,8 +71,4 @@
   Y(vector_add, "TILE") Y(transpose, "TM", "TN") Y(softmax, "TM", "TN", "OCC") \
   Y(rms_norm, "TM", "TN", "OCC") Y(layer_norm, "TM", "TN", "OCC") Y(silu_and_mul, "TM", "TN") \
   Y(rope, "TS", "TD", "OCC") Y(matmul, "TM", "TN", "TK", "W") Y(bmm, "TM", "TN", "TK", "W") \
-  Y(attention, "D", "TQ", "TK", "W")
-
-#define TR_ALL_OPS(Z) \
-  Z(vector_add) Z(transpose) Z(softmax) Z(rms_norm) Z(layer_norm) Z(silu_and_mul) Z(rope) Z(matmul) \
-  Z(bmm) Z(attention)
+  Y(attention, "D", "TQ", "TK", "W") Y(add_rms_norm, "TM", "TN", "OCC")

@@ -14,6 +14,7 @@
 #include "embedded.h"
 #include "ops.h"
 #include "tr_kernels.h"
+#include "tr_ops.h"
 
 namespace py = pybind11;
 
@@ -48,16 +49,7 @@ const std::vector<tr::KernelInfo>& kernel_table() {
   static const std::vector<tr::KernelInfo> table = [] {
     std::vector<tr::KernelInfo> t;
 #define X(op, dt, CT, ...) t.push_back(make_info(#op, #dt, {__VA_ARGS__}));
-    TR_VECTOR_ADD_KERNELS(X)
-    TR_TRANSPOSE_KERNELS(X)
-    TR_SOFTMAX_KERNELS(X)
-    TR_RMS_NORM_KERNELS(X)
-    TR_LAYER_NORM_KERNELS(X)
-    TR_SILU_AND_MUL_KERNELS(X)
-    TR_ROPE_KERNELS(X)
-    TR_MATMUL_KERNELS(X)
-    TR_BMM_KERNELS(X)
-    TR_ATTENTION_KERNELS(X)
+    TR_ALL_KERNELS(X)  // cpp/generated/tr_ops.h: every op of the specs
 #undef X
     return t;
   }();

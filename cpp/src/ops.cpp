@@ -1,5 +1,8 @@
 #include "ops.h"
 
+#include "tr_ops.h"
+
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -12,23 +15,26 @@ struct Sig {
   std::vector<std::pair<std::string, std::vector<std::string>>> tensors;  // name, symbolic shape
 };
 
-// The ops' signatures, as in python/tilerosetta/specs (inputs then outputs).
+// The ops' signatures (inputs then outputs), from the generated table of the specs (tr_ops.h).
 const std::map<std::string, Sig>& signatures() {
-  static const std::map<std::string, Sig> sigs = {
-      {"vector_add", {{{"a", {"N"}}, {"b", {"N"}}, {"out", {"N"}}}}},
-      {"transpose", {{{"x", {"M", "N"}}, {"out", {"N", "M"}}}}},
-      {"softmax", {{{"x", {"M", "N"}}, {"out", {"M", "N"}}}}},
-      {"rms_norm", {{{"x", {"M", "N"}}, {"w", {"N"}}, {"out", {"M", "N"}}}}},
-      {"layer_norm", {{{"x", {"M", "N"}}, {"w", {"N"}}, {"b", {"N"}}, {"out", {"M", "N"}}}}},
-      {"silu_and_mul", {{{"x", {"M", "2*H"}}, {"out", {"M", "H"}}}}},
-      {"rope", {{{"q", {"B", "H", "S", "D"}}, {"cos", {"S", "D"}}, {"sin", {"S", "D"}},
-                 {"out", {"B", "H", "S", "D"}}}}},
-      {"matmul", {{{"a", {"M", "K"}}, {"b", {"K", "N"}}, {"out", {"M", "N"}}}}},
-      {"bmm", {{{"a", {"Bt", "M", "K"}}, {"b", {"Bt", "K", "N"}}, {"out", {"Bt", "M", "N"}}}}},
-      {"attention", {{{"q", {"B", "H", "S", "D"}}, {"k", {"B", "Hkv", "Sk", "D"}},
-                      {"v", {"B", "Hkv", "Sk", "D"}}, {"out", {"B", "H", "S", "D"}}}}},
-  };
+  static const std::map<std::string, Sig> sigs = [] {
+    std::map<std::string, Sig> m;
+    for (const auto& op : gen::kOps) {
+      Sig& sig = m[op.name];
+      for (int i = 0; i < op.n_tensors; ++i) {
+        const auto& t = op.tensors[i];
+        sig.tensors.emplace_back(t.name, std::vector<std::string>(t.shape, t.shape + t.rank));
+      }
+    }
+    return m;
+  }();
   return sigs;
+}
+
+const gen::OpDecl& decl(const std::string& op) {
+  for (const auto& o : gen::kOps)
+    if (op == o.name) return o;
+  throw std::logic_error("op " + op + " is not in the generated table (tr_ops.h)");
 }
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
@@ -86,10 +92,17 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
   return out + (s.size() == 1 ? ",)" : ")");
 }
 
+// A symbolic extent ("N", "2*H", "Hkv*G") evaluated against the bound dims: a product of names and ints.
 std::int64_t eval_dim(const std::string& expr, const std::map<std::string, std::int64_t>& dims) {
-  auto star = expr.find('*');
-  if (star == std::string::npos) return dims.at(expr);
-  return std::stoll(expr.substr(0, star)) * dims.at(expr.substr(star + 1));
+  std::int64_t value = 1;
+  for (size_t start = 0; start <= expr.size();) {
+    size_t star = expr.find('*', start);
+    std::string f = expr.substr(start, star == std::string::npos ? std::string::npos : star - start);
+    value *= std::isdigit(static_cast<unsigned char>(f[0])) ? std::stoll(f) : dims.at(f);
+    if (star == std::string::npos) break;
+    start = star + 1;
+  }
+  return value;
 }
 
 // A finite float > 0 (eps, scale), as the spec's Param declares it. Checked here too because the raw
@@ -122,7 +135,7 @@ unsigned blocks(std::int64_t n, int tile) { return static_cast<unsigned>((n + ti
 std::vector<std::int64_t> aligned_dims(const std::string& op, std::map<std::string, std::int64_t>& dm) {
   if (op == "vector_add") return {dm["N"]};
   if (op == "transpose") return {dm["M"], dm["N"]};
-  if (op == "softmax" || op == "rms_norm" || op == "layer_norm") return {dm["N"]};
+  if (std::string(decl(op).family) == "rows") return {dm["N"]};
   if (op == "silu_and_mul") return {dm["H"]};
   if (op == "rope") return {dm["D"] % 2 ? 1 : dm["D"] / 2};
   if (op == "matmul" || op == "bmm") return {dm["K"], dm["N"]};
@@ -226,10 +239,12 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
   } else if (op == "transpose") {
     ints({dm["M"], dm["N"]}), kinds += "ii";
     plan.grid[0] = flat({blocks(dm["M"], k.get("TM")), blocks(dm["N"], k.get("TN"))});
-  } else if (op == "softmax" || op == "rms_norm" || op == "layer_norm") {
+  } else if (std::string(decl(op).family) == "rows") {
+    // The "rows" family (OpSpec.family): (M, N) rows, TM per block; float params (eps) in the spec's order.
     ints({dm["M"], dm["N"]}), kinds += "ii";
-    if (op != "softmax") {
-      plan.floats.push_back(static_cast<float>(param_number(op, params, "eps")));
+    const gen::OpDecl& d = decl(op);
+    for (int i = 0; i < d.n_params; ++i) {
+      plan.floats.push_back(static_cast<float>(param_number(op, params, d.params[i].name)));
       kinds += "f";
     }
     plan.grid[0] = blocks(dm["M"], k.get("TM"));

@@ -1,8 +1,7 @@
 """
     TileRosetta
 
-The ten TileRosetta ops (vector_add, transpose, softmax, rms_norm, layer_norm, silu_and_mul, rope,
-matmul, bmm, attention) written in cuTile.jl.
+The TileRosetta ops (OP_NAMES, generated from the specs) written in cuTile.jl.
 
 Layout: every host function takes Julia arrays that alias row-major torch tensors, so a torch
 tensor of shape (d1, ..., dn) arrives as an (dn, ..., d1) column-major array. The kernels are
@@ -20,32 +19,18 @@ import TOML
 include("config.jl")
 include("interop.jl")
 
-include("ops/vector_add.jl")
-include("ops/transpose.jl")
-include("ops/softmax.jl")
-include("ops/rms_norm.jl")
-include("ops/layer_norm.jl")
-include("ops/silu_and_mul.jl")
-include("ops/rope.jl")
-include("ops/matmul.jl")
-include("ops/bmm.jl")
-include("ops/attention.jl")
+# OP_NAMES and OP_TABLE, generated from the specs (`python -m tilerosetta.codegen`): every op of the
+# specs has its kernel file src/ops/<op>.jl defining the host function `<op>!`.
+include("generated.jl")
+for op in OP_NAMES
+    include(joinpath("ops", op * ".jl"))
+end
 
 "Op name => host function, in the spec's order. The Python adapter dispatches through this."
-const OPS = Dict{String,Function}(
-    "vector_add" => vector_add!,
-    "transpose" => transpose!,
-    "softmax" => softmax!,
-    "rms_norm" => rms_norm!,
-    "layer_norm" => layer_norm!,
-    "silu_and_mul" => silu_and_mul!,
-    "rope" => rope!,
-    "matmul" => matmul!,
-    "bmm" => bmm!,
-    "attention" => attention!,
-)
+const OPS = Dict{String,Function}(op => getfield(@__MODULE__, Symbol(op, "!")) for op in OP_NAMES)
 
-export vector_add!, transpose!, softmax!, rms_norm!, layer_norm!, silu_and_mul!, rope!, matmul!,
-       bmm!, attention!
+for op in OP_NAMES
+    @eval export $(Symbol(op, "!"))
+end
 
 end # module

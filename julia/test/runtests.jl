@@ -6,13 +6,13 @@
 
 using Test
 using TileRosetta
-using TileRosetta: tiles, next_pow2, TILES
+using TileRosetta: tiles, next_pow2, TILES, OP_NAMES, OPS
 using CUDA
 using BFloat16s: BFloat16
 using LinearAlgebra: norm
 
-const OP_NAMES = ["vector_add", "transpose", "softmax", "rms_norm", "layer_norm", "silu_and_mul",
-                  "rope", "matmul", "bmm", "attention"]
+# OP_NAMES: the generated list of the specs' ops (src/generated.jl); every one has a host function.
+@test sort(collect(keys(OPS))) == sort(OP_NAMES)
 
 # ---- CPU references, Julia layout (a torch (d1, ..., dn) tensor is an (dn, ..., d1) array) ----
 ref_vector_add(a, b) = a .+ b
@@ -22,6 +22,7 @@ function ref_softmax(x)
     e ./ sum(e; dims=1)
 end
 ref_rms_norm(x, w; eps=1e-6) = x ./ sqrt.(sum(abs2, x; dims=1) ./ size(x, 1) .+ eps) .* w
+ref_add_rms_norm(x, r, w; eps=1e-6) = (x .+ r, ref_rms_norm(x .+ r, w; eps=eps))
 function ref_layer_norm(x, w, b; eps=1e-5)
     mu = sum(x; dims=1) ./ size(x, 1)
     var = sum(abs2, x .- mu; dims=1) ./ size(x, 1)
@@ -116,6 +117,14 @@ tolerance(T, op) = T === Float32 ? (op in ("matmul", "bmm") ? 1e-3 : 1e-5) : 1e-
                     out = CUDA.fill(T(NaN), n, m)
                     rms_norm!(dev(x, T), dev(w, T), out; eps=1e-6)
                     check("rms_norm", out, ref_rms_norm(Float64.(T.(x)), Float64.(T.(w))))
+                end
+                @testset "add_rms_norm" for (m, n) in ((1, 1), (3, 7), (257, 4099))
+                    x, r, w = randn(n, m), randn(n, m), 1 .+ 0.5 .* randn(n)
+                    s, out = CUDA.fill(T(NaN), n, m), CUDA.fill(T(NaN), n, m)
+                    add_rms_norm!(dev(x, T), dev(r, T), dev(w, T), s, out; eps=1e-6)
+                    ref_s, ref_out = ref_add_rms_norm(Float64.(T.(x)), Float64.(T.(r)), Float64.(T.(w)))
+                    check("add_rms_norm sum", s, ref_s)
+                    check("add_rms_norm", out, ref_out)
                 end
                 @testset "layer_norm" for (m, n) in ((1, 2), (3, 7), (257, 4099))
                     x, w, b = 3 .+ randn(n, m), 1 .+ 0.5 .* randn(n), randn(n)

@@ -252,3 +252,77 @@ pub fn check_no_alias(op: &str, dtype: DType, out: &TensorArg, inputs: &[&Tensor
     }
     Ok(())
 }
+
+/// The symbolic extents of one request (M, N, H, ...), bound from its tensors by `check_signature`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dims(pub Vec<(&'static str, i32)>);
+
+impl Dims {
+    pub fn get(&self, name: &str) -> Option<i32> {
+        self.0.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
+    }
+    /// The extent `name`; every symbol of the op's table is bound once `check_signature` returned.
+    pub fn of(&self, name: &str) -> i32 {
+        self.get(name).unwrap_or_else(|| panic!("dim {name} is not bound (not in the op's generated table)"))
+    }
+    /// The extents `names`, in that order, for `config::resolve`.
+    pub fn named(&self, names: &[&str]) -> Vec<(&'static str, i64)> {
+        names.iter().map(|n| self.0.iter().find(|(k, _)| k == n).map(|&(k, v)| (k, v as i64)).unwrap_or_else(|| panic!("dim {n} is not bound"))).collect()
+    }
+    fn eval(&self, expr: &str) -> Option<i64> {
+        if expr.is_empty() {
+            return Some(1);
+        }
+        expr.split('*').map(str::trim).try_fold(1i64, |acc, f| {
+            f.parse::<i64>().ok().or_else(|| self.get(f).map(i64::from)).map(|v| acc * v)
+        })
+    }
+}
+
+/// Checks a request against its op's generated table (`crate::generated`, from the specs): tensor count
+/// and names, each tensor (`check_tensor`: rank, positive extents, i32 range, contiguity, pointer), and
+/// one value per symbolic extent across all tensors (products such as `2*H` included), so every kernel
+/// view built from the returned dims lies inside the tensors it borrows. Also the launch dtype is one
+/// the op declares, and no output overlaps another tensor. What else the spec rules (parameter ranges,
+/// per-op constraints) the shared Python validation enforces before any call reaches this crate.
+pub fn check_signature(req: &Request) -> Result<Dims, ArgError> {
+    let op = req.op.as_str();
+    let decl = crate::generated::op(op).ok_or_else(|| ArgError::new(op, "op", "not an op of the specs (crate::generated)"))?;
+    if !decl.dtypes.contains(&req.dtype.name()) {
+        return Err(ArgError::new(op, "dtype", format!("{op} is {} only, got {}", decl.dtypes.join("/"), req.dtype.name())));
+    }
+    let names: Vec<&str> = decl.tensors.iter().map(|t| t.name).collect();
+    let tensors = req.tensors_named(&names)?;
+    // Bind each symbol where it first appears, in call order (as the Python validator): a plain name
+    // takes the extent, a product with one unbound factor ("2*H") that factor if it divides evenly.
+    let mut dims = Dims::default();
+    let mut shapes = Vec::with_capacity(tensors.len());
+    for (t, d) in tensors.iter().zip(decl.tensors) {
+        let shape = check_tensor(op, t, d.shape.len(), req.dtype)?;
+        for (&extent, &sym) in shape.iter().zip(d.shape) {
+            let factors: Vec<&'static str> = sym.split('*').map(str::trim).collect();
+            let free: Vec<&'static str> = factors.iter().copied().filter(|f| f.parse::<i64>().is_err() && dims.get(f).is_none()).collect();
+            if free.len() != 1 {
+                continue;
+            }
+            let rest = dims.eval(&factors.iter().copied().filter(|f| *f != free[0]).collect::<Vec<_>>().join("*"));
+            match rest {
+                Some(r) if r > 0 && extent as i64 % r == 0 => dims.0.push((free[0], (extent as i64 / r) as i32)),
+                _ => {}
+            }
+        }
+        shapes.push(shape);
+    }
+    for ((shape, d), t) in shapes.iter().zip(decl.tensors).zip(tensors) {
+        let want: Vec<Option<i64>> = d.shape.iter().map(|s| dims.eval(s)).collect();
+        if shape.iter().zip(&want).any(|(&got, w)| *w != Some(got as i64)) {
+            let show: Vec<String> = d.shape.iter().zip(&want).map(|(s, w)| w.map_or(s.to_string(), |v| v.to_string())).collect();
+            return Err(ArgError::new(op, &t.name, format!("shape {:?} does not match ({}) = {:?}", t.shape, show.join(", "), d.shape)));
+        }
+    }
+    for i in (0..tensors.len()).filter(|&i| decl.tensors[i].output) {
+        let others: Vec<&TensorArg> = tensors.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, t)| t).collect();
+        check_no_alias(op, req.dtype, &tensors[i], &others)?;
+    }
+    Ok(dims)
+}

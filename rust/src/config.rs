@@ -26,13 +26,19 @@ pub fn param_names(op: &str) -> &'static [&'static str] {
     match op {
         "vector_add" => &["BLOCK", "OCC", "W"],
         "transpose" => &["BM", "BN", "OCC", "W"],
-        "softmax" | "rms_norm" | "layer_norm" => &["BR", "BN", "OCC", "W"],
+        op if is_row_op(op) => &["BR", "BN", "OCC", "W"],
         "silu_and_mul" => &["BR", "BH", "OCC", "W"],
         "rope" => &["BS", "OCC", "W"],
         "matmul" | "bmm" => &["BM", "BN", "BK", "OCC", "W"],
         "attention" => &["BM", "BN", "OCC", "W"],
         _ => &[],
     }
+}
+
+/// The "rows" family (OpSpec.family, from the generated table): kernels that walk rows of (M, N) with a
+/// BR x BN tile share one table (defaults, sweep space).
+pub fn is_row_op(op: &str) -> bool {
+    crate::generated::op(op).is_some_and(|d| d.family == "rows")
 }
 
 pub fn next_pow2(x: i64) -> i64 {
@@ -64,7 +70,7 @@ pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
         "transpose" => vec![("BM", 64), ("BN", 64)],
         // The whole row in one tile when it fits (one pass over x, as cuTile Python's kernels);
         // otherwise chunks. A tile wider than the row would only load padding.
-        "softmax" | "rms_norm" | "layer_norm" => {
+        op if is_row_op(op) => {
             let bn = match dim("N") {
                 Some(n) if n <= ROW_ONE_PASS_MAX => next_pow2(n),
                 Some(_) => ROW_CHUNK,
@@ -110,7 +116,7 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
                 out.push(vec![("BM", m), ("BN", n), ("OCC", 0), ("W", 0)]);
             }
         }
-        "softmax" | "rms_norm" | "layer_norm" => {
+        op if is_row_op(op) => {
             for bn in [1024, 2048, 4096, 8192, 16384] {
                 for br in [1, 2, 4] {
                     if br * bn > ROW_ONE_PASS_MAX {

@@ -243,3 +243,39 @@ fn attention_gqa_plan() {
     r.tensors[2] = t("v", 1 << 26, &[2, 8, 63, 128]).on("bf16", "cuda:0");
     assert_eq!(err(&r).arg, "v");
 }
+
+#[test]
+fn ops_follow_the_generated_table() {
+    // The crate implements exactly the specs' ops (crate::generated, from `python -m tilerosetta.codegen`).
+    let mut names: Vec<&str> = tilerosetta_cutile_rs::generated::OPS.iter().map(|o| o.name).collect();
+    let mut ours = ops::OPS.to_vec();
+    names.sort_unstable();
+    ours.sort_unstable();
+    assert_eq!(ours, names);
+    for decl in tilerosetta_cutile_rs::generated::OPS {
+        assert!(!ops::dim_names(decl.name).is_empty(), "{}: no Plan::dims layout", decl.name);
+        for d in ops::dim_names(decl.name) {
+            assert!(decl.dims.contains(d), "{}: Plan dim {d} is not a dim of the spec {:?}", decl.name, decl.dims);
+        }
+    }
+}
+
+#[test]
+fn signature_binds_products_and_refuses_inconsistent_extents() {
+    // silu_and_mul: x (M, 2*H), out (M, H). H comes from out; x's last dim must then be 2*H.
+    let ok = req("silu_and_mul", DType::F32, vec![t("x", 256, &[3, 10]), t("out", 65536, &[3, 5])]);
+    assert_eq!(ops::plan(&ok).unwrap().dims, vec![3, 5]);
+    for (x, out, arg) in [([3i64, 9], [3i64, 5], "x"), ([3, 11], [3, 5], "x"), ([3, 10], [4, 5], "out")] {
+        let e = err(&req("silu_and_mul", DType::F32, vec![t("x", 256, &x), t("out", 65536, &out)]));
+        assert_eq!(e.arg, arg, "{x:?} {out:?}: {e}");
+    }
+    // An output too short for the extents bound from the inputs would be written past its end: refused.
+    let e = err(&req("rms_norm", DType::F32, vec![t("x", 256, &[4, 8]), t("w", 8192, &[8]), t("out", 65536, &[3, 8])]));
+    assert_eq!(e.arg, "out");
+    let e = err(&req("rms_norm", DType::F32, vec![t("x", 256, &[4, 8]), t("w", 8192, &[7]), t("out", 65536, &[4, 8])]));
+    assert_eq!(e.arg, "w");
+    // A dtype the spec does not declare for the op.
+    let q = || t("q", 256, &[1, 1, 4, 64]);
+    let e = err(&req("attention", DType::F32, vec![q(), t("k", 1 << 20, &[1, 1, 4, 64]), t("v", 1 << 21, &[1, 1, 4, 64]), t("out", 1 << 22, &[1, 1, 4, 64])]));
+    assert_eq!(e.arg, "dtype");
+}

@@ -17,7 +17,7 @@ fn with_stack<F: FnOnce() + Send + 'static>(f: F) {
 /// Representative dims per op (the tables depend on some: row width, head dim).
 fn dims_for(op: &str) -> Vec<(&'static str, i64)> {
     match op {
-        "softmax" | "rms_norm" | "layer_norm" => vec![("M", 17), ("N", 4099)],
+        op if config::is_row_op(op) => vec![("M", 17), ("N", 4099)],
         "silu_and_mul" => vec![("M", 17), ("H", 129)],
         "rope" => vec![("B", 1), ("H", 2), ("S", 17), ("D", 64)],
         "attention" => vec![("B", 1), ("H", 2), ("S", 129), ("D", 128)],
@@ -99,6 +99,7 @@ compile_tests! {
     matmul_compiles_for_sm90 => "matmul",
     bmm_compiles_for_sm90 => "bmm",
     attention_compiles_for_sm90 => "attention",
+    add_rms_norm_compiles_for_sm90 => "add_rms_norm",
 }
 
 /// The smallest and largest entries of each op's sweep space compile too (a sweep must not find

@@ -25,14 +25,12 @@ from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
 
 MODULE = "tilerosetta_cutile_rs"
-# Scalar params each op passes to Rust (as floats; causal as 0/1, scale resolved here).
 # The tile counts cuTile-rs puts on grid axes y and z (the output partition's 2nd and 3rd dims).
 # (rust/src/ops/<op>.rs: `out.partition([...])`; the first dim's count goes on axis x, unlimited.)
 GRID_YZ = {"transpose": "ceil(M / BM) (out's column tiles)", "silu_and_mul": "ceil(H / BH)",
            "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)", "attention": "ceil(S / BM)",
            "rope": "ceil(S / BS)"}
 TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
-_SCALARS = {"rms_norm": ("eps",), "layer_norm": ("eps",), "attention": ("causal", "scale")}
 
 
 def _import_module():
@@ -107,7 +105,7 @@ class CuTileRsBackend(Backend):
         names = list(spec.inputs) + list(spec.outputs)
         dtype = tensors[0].dtype
         scalars = {}
-        for key in _SCALARS.get(op, ()):
+        for key in spec.params:  # every spec param, as a float (causal as 0/1, scale resolved here)
             value = params[key]
             if key == "scale" and value is None:
                 value = 1.0 / math.sqrt(tensors[0].shape[-1])

@@ -42,12 +42,13 @@ _A16 = False if os.environ.get("TILEROSETTA_TILE_CPP_A16", "").strip() == "0" el
 
 
 
-def _row_default(dtype, dims, widest=16384):
+def _row_default(dtype, dims, widest=8192):
     # A row that fits one chunk (N <= TN) is read once; the smallest such TN keeps registers low.
     # Short rows: several rows per block so a block still moves a useful amount of data.
     # Spills (cuobjdump --dump-resource-usage, sm_90) bound the single-read width: a 16384-wide fp32
-    # row spills, so fp32 stops at 8192 (occupancy 2); rms_norm/layer_norm keep w (and b) beside the
-    # row and spill at 16384 even in 16-bit, so they stop at 8192 (`widest`); wider rows loop.
+    # row spills, so fp32 stops at 8192 (occupancy 2); the norms keep w (and b) beside the row and spill
+    # at 16384 even in 16-bit, so the family default stops at 8192 (`widest`; softmax goes to 16384);
+    # wider rows loop.
     n = dims.get("N", 1 << 30)
     if n <= 512:
         return {"TM": 4, "TN": 512, "OCC": 4}
@@ -80,12 +81,11 @@ def _attention_default(dtype, dims):
 
 
 # op -> fn(dtype, dims) -> config (a subset of the template arguments; attention's D comes from the call).
+# An op of the "rows" family (OpSpec.family) without an entry takes _row_default.
 DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     "vector_add": lambda dtype, dims: {"TILE": 4096 if dims.get("N", 1 << 30) >= 1 << 20 else 1024},
     "transpose": lambda dtype, dims: {"TM": 32, "TN": 32} if dtype == torch.float32 else {"TM": 64, "TN": 64},
-    "softmax": _row_default,
-    "rms_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
-    "layer_norm": lambda dtype, dims: _row_default(dtype, dims, widest=8192),
+    "softmax": lambda dtype, dims: _row_default(dtype, dims, widest=16384),  # no weights beside the row
     "silu_and_mul": lambda dtype, dims: {"TM": 4, "TN": 256},
     # 16-bit: 32 positions at 4 CTAs/SM (OCC 8 caps at 64 registers and spills a little on sm_90;
     # the sweep can still pick it); fp32 tiles are twice the bytes, so 16 positions.
@@ -183,7 +183,10 @@ class TileCppBackend(Backend):
         return space
 
     def builtin_config(self, op, dtype, dims):
-        return dict(DEFAULTS[op](dtype, dims))
+        default = DEFAULTS.get(op) or {"rows": _row_default}.get(get_spec(op).family)
+        if default is None:
+            raise KeyError(f"tile_cpp.{op}: no default config (add it to DEFAULTS in backends/tile_cpp.py)")
+        return dict(default(dtype, dims))
 
     def check_config(self, op, dtype, config):
         """A config is runnable when some instantiated kernel has these values (the module holds no other)."""

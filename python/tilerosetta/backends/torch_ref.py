@@ -63,6 +63,11 @@ def attention(q, k, v, out, causal, scale):
     out.copy_(_attention(q, k, v, causal, scale))
 
 
+def add_rms_norm(x, residual, weight, sum, out, eps):
+    torch.add(x, residual, out=sum)
+    out.copy_(F.rms_norm(sum, (sum.shape[-1],), weight, eps))
+
+
 # ---- the returning form: what a torch user calls (timed) --------------------------------------------
 def _vector_add(a, b):
     return a + b
@@ -119,8 +124,13 @@ def _attention(q, k, v, causal, scale):
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal and s == sk, scale=scale, enable_gqa=gqa)
 
 
+def _add_rms_norm(x, residual, weight, eps):
+    s = x + residual  # the HF/Llama decoder: the residual add, then RMSNorm (two kernels)
+    return s, F.rms_norm(s, (s.shape[-1],), weight, eps)
+
+
 RETURNING = {f.__name__[1:]: f for f in (_vector_add, _transpose, _softmax, _rms_norm, _layer_norm,
-                                         _silu_and_mul, _rope, _matmul, _bmm, _attention)}
+                                         _silu_and_mul, _rope, _matmul, _bmm, _attention, _add_rms_norm)}
 
 
 class TorchBackend(Backend):
@@ -140,7 +150,7 @@ class TorchBackend(Backend):
 
     def implementations(self):
         return {f.__name__: f for f in (vector_add, transpose, softmax, rms_norm, layer_norm, silu_and_mul,
-                                         rope, matmul, bmm, attention)}
+                                         rope, matmul, bmm, attention, add_rms_norm)}
 
     def returning(self):
         return dict(RETURNING)

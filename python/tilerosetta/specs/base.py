@@ -205,6 +205,10 @@ class OpSpec:
     # large offsets) are for conformance only. An op whose speed depends on the distribution lists more
     # than one: the bench times each (the non-headline ones as cases named ..._<dist>).
     bench_distributions: ClassVar[dict[str, str]] = {"randn": "standard normal, like activations"}
+    # Ops of one family share a launch shape and one tile table in every language, so a new member needs
+    # its kernel files and nothing else there. "rows": rows of the first input (M, N), TM rows per block,
+    # the float params after (M, N) in the spec's order. "": the op has its own table and launch plan.
+    family: ClassVar[str] = ""
 
     # ---- semantics -------------------------------------------------------------------------
     def reference(self, params: dict[str, Any], **inputs: torch.Tensor) -> dict[str, torch.Tensor]:

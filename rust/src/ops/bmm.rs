@@ -1,7 +1,7 @@
 //! bmm: out (Bt, M, N) = a (Bt, M, K) @ b (Bt, K, N). As matmul, with the batch as the first grid
 //! dimension: the output partition (1, BM, BN) gives grid (Bt, ceil(M/BM), ceil(N/BN)).
 
-use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::args::{DType, Request};
 use crate::config::{self, Config};
 use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
@@ -31,21 +31,8 @@ pub mod kernel {
     }
 }
 
-pub fn plan(req: &Request) -> Result<Plan, ArgError> {
-    let op = req.op.as_str();
-    let t = req.tensors_named(&["a", "b", "out"])?;
-    let a = check_tensor(op, &t[0], 3, req.dtype)?;
-    let b = check_tensor(op, &t[1], 3, req.dtype)?;
-    expect_dim(op, "b", "dim 0 (Bt)", b[0], a[0])?;
-    expect_dim(op, "b", "dim 1 (K)", b[1], a[2])?;
-    let o = check_tensor(op, &t[2], 3, req.dtype)?;
-    expect_dim(op, "out", "dim 0 (Bt)", o[0], a[0])?;
-    expect_dim(op, "out", "dim 1 (M)", o[1], a[1])?;
-    expect_dim(op, "out", "dim 2 (N)", o[2], b[2])?;
-    check_no_alias(op, req.dtype, &t[2], &[&t[0], &t[1]])?;
-    let cfg = config::resolve(op, req.dtype, &[("M", a[1] as i64), ("N", b[2] as i64), ("K", a[2] as i64)], &req.config)?;
-    Ok(Plan { dims: vec![a[0], a[1], b[2], a[2]], cfg })
-}
+/// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
+pub const DIMS: &[&str] = &["Bt", "M", "N", "K"];
 
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (bt, m, n, k) = (dims[0], dims[1], dims[2], dims[3]);

@@ -2,7 +2,7 @@
 //! in BK slices with an fp32 accumulator (tensor-core mma; fp32 operands run as tf32, which the spec's
 //! tolerance allows). Loads past M, N or K read zeros, so tails in every dim need no special case.
 
-use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::args::{DType, Request};
 use crate::config::{self, Config};
 use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
@@ -30,19 +30,8 @@ pub mod kernel {
     }
 }
 
-pub fn plan(req: &Request) -> Result<Plan, ArgError> {
-    let op = req.op.as_str();
-    let t = req.tensors_named(&["a", "b", "out"])?;
-    let a = check_tensor(op, &t[0], 2, req.dtype)?;
-    let b = check_tensor(op, &t[1], 2, req.dtype)?;
-    expect_dim(op, "b", "dim 0 (K)", b[0], a[1])?;
-    let o = check_tensor(op, &t[2], 2, req.dtype)?;
-    expect_dim(op, "out", "dim 0 (M)", o[0], a[0])?;
-    expect_dim(op, "out", "dim 1 (N)", o[1], b[1])?;
-    check_no_alias(op, req.dtype, &t[2], &[&t[0], &t[1]])?;
-    let cfg = config::resolve(op, req.dtype, &[("M", a[0] as i64), ("N", b[1] as i64), ("K", a[1] as i64)], &req.config)?;
-    Ok(Plan { dims: vec![a[0], b[1], a[1]], cfg })
-}
+/// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
+pub const DIMS: &[&str] = &["M", "N", "K"];
 
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (m, n, k) = (dims[0], dims[1], dims[2]);

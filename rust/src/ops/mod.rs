@@ -1,4 +1,4 @@
-//! The ten ops: one file each (kernel module, argument plan, launch), and the dispatch by name/dtype.
+//! The ops: one file each (kernel module, plan, launch), and the dispatch by name/dtype.
 
 use std::sync::Arc;
 
@@ -6,23 +6,53 @@ use cutile::cuda_core::{Context, Stream};
 use cutile::tensor::Tensor;
 use cutile::tile_kernel::CompileOptions;
 
-use crate::args::{ArgError, DType, Request};
+use crate::args::{check_signature, ArgError, DType, Dims, Request};
 use crate::config::{self, Config};
 
-pub mod attention;
-pub mod bmm;
-pub mod layer_norm;
-pub mod matmul;
-pub mod rms_norm;
-pub mod rope;
-pub mod silu_and_mul;
-pub mod softmax;
-pub mod transpose;
-pub mod vector_add;
+/// The ops with a kernel file here, by name (the specs' order): `ops!` declares each module and the
+/// dispatch by name. Every module `<op>.rs` has `DIMS` (the names of `Plan::dims`),
+/// `specs(dtype, cfg, dims)` and `launch::<T>(req, plan, rt)`; attention (plan, specs with the causal
+/// variant) is dispatched by hand. A new op: its file, and its name in the `ops!` line.
+macro_rules! ops {
+    ($($op:ident),* $(,)?) => {
+        $(pub mod $op;)*
+        pub mod attention;
 
-/// Every op this crate implements, in TileRosetta's order.
-pub const OPS: &[&str] =
-    &["vector_add", "transpose", "softmax", "rms_norm", "layer_norm", "silu_and_mul", "rope", "matmul", "bmm", "attention"];
+        /// Every op this crate implements (tests check it is the set of `crate::generated`).
+        pub const OPS: &[&str] = &[$(stringify!($op),)* "attention"];
+
+        fn plan_uniform(req: &Request, dims: &Dims) -> Option<Result<Plan, ArgError>> {
+            match req.op.as_str() {
+                $(stringify!($op) => Some(plan_with(req, dims, $op::DIMS)),)*
+                _ => None,
+            }
+        }
+
+        fn dims_uniform(op: &str) -> Option<&'static [&'static str]> {
+            match op {
+                $(stringify!($op) => Some($op::DIMS),)*
+                _ => None,
+            }
+        }
+
+        fn specs_uniform(op: &str, dtype: DType, cfg: &Config, dims: &[i32]) -> Option<Vec<KernelSpec>> {
+            match op {
+                $(stringify!($op) => Some($op::specs(dtype, cfg, dims)),)*
+                _ => None,
+            }
+        }
+
+        fn launch_typed<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
+            match req.op.as_str() {
+                $(stringify!($op) => $op::launch::<T>(req, plan, rt),)*
+                "attention" => attention::launch::<T>(req, plan, rt),
+                other => Err(format!("no launcher for {other}")),
+            }
+        }
+    };
+}
+
+ops!(vector_add, transpose, softmax, rms_norm, layer_norm, silu_and_mul, rope, matmul, bmm, add_rms_norm);
 
 /// What validation derived from a request: the op's bound extents and its tile configuration.
 #[derive(Clone, Debug)]
@@ -110,7 +140,8 @@ impl From<ArgError> for LaunchError {
     }
 }
 
-/// Validates a request without touching the GPU.
+/// Validates a request without touching the GPU: the generated table's memory checks
+/// (`args::check_signature`), then the op's own plan (dims, tile configuration) and the grid limits.
 pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     req.check_device()?;
     if OPS.contains(&req.op.as_str()) {
@@ -145,33 +176,30 @@ pub fn check_grid(req: &Request, plan: &Plan) -> Result<(), ArgError> {
     Ok(())
 }
 
+/// The plan of an op whose `Plan::dims` are `names`: those extents (bound and checked by
+/// `check_signature`) and the tile configuration resolved from them.
+pub fn plan_with(req: &Request, dims: &Dims, names: &[&str]) -> Result<Plan, ArgError> {
+    let named = dims.named(names);
+    let cfg = config::resolve(&req.op, req.dtype, &named, &req.config)?;
+    Ok(Plan { dims: named.iter().map(|&(_, v)| v as i32).collect(), cfg })
+}
+
 fn plan_op(req: &Request) -> Result<Plan, ArgError> {
-    match req.op.as_str() {
-        "vector_add" => vector_add::plan(req),
-        "transpose" => transpose::plan(req),
-        "softmax" => softmax::plan(req),
-        "rms_norm" => rms_norm::plan(req),
-        "layer_norm" => layer_norm::plan(req),
-        "silu_and_mul" => silu_and_mul::plan(req),
-        "rope" => rope::plan(req),
-        "matmul" => matmul::plan(req),
-        "bmm" => bmm::plan(req),
-        "attention" => attention::plan(req),
-        other => Err(ArgError::new(other, "op", format!("not implemented by cutile_rs (implemented: {OPS:?})"))),
+    if !OPS.contains(&req.op.as_str()) {
+        return Err(ArgError::new(&req.op, "op", format!("not implemented by cutile_rs (implemented: {OPS:?})")));
+    }
+    let dims = check_signature(req)?;
+    match plan_uniform(req, &dims) {
+        Some(plan) => plan,
+        None => attention::plan(req),
     }
 }
 
 /// The names of `Plan::dims` per op (the layout `specs` and `compile_only` take dims in).
 pub fn dim_names(op: &str) -> &'static [&'static str] {
     match op {
-        "vector_add" => &["N"],
-        "transpose" | "softmax" | "rms_norm" | "layer_norm" => &["M", "N"],
-        "silu_and_mul" => &["M", "H"],
-        "rope" => &["B", "H", "S", "D"],
-        "matmul" => &["M", "N", "K"],
-        "bmm" => &["Bt", "M", "N", "K"],
         "attention" => &["B", "H", "S", "D"],
-        _ => &[],
+        _ => dims_uniform(op).unwrap_or(&[]),
     }
 }
 
@@ -187,21 +215,12 @@ pub fn specs(op: &str, dtype: DType, cfg: &Config, dims: &[i32]) -> Result<Vec<K
     if !ok || dims.iter().any(|&d| d < 0) {
         return Err(ArgError::new(op, "dims", format!("expected {:?}, got {dims:?}", dim_names(op))));
     }
-    Ok(match op {
-        "vector_add" => vector_add::specs(dtype, cfg, dims),
-        "transpose" => transpose::specs(dtype, cfg, dims),
-        "softmax" => softmax::specs(dtype, cfg, dims),
-        "rms_norm" => rms_norm::specs(dtype, cfg, dims),
-        "layer_norm" => layer_norm::specs(dtype, cfg, dims),
-        "silu_and_mul" => silu_and_mul::specs(dtype, cfg, dims),
-        "rope" => rope::specs(dtype, cfg, dims),
-        "matmul" => matmul::specs(dtype, cfg, dims),
-        "bmm" => bmm::specs(dtype, cfg, dims),
-        "attention" => match dims.get(4) {
+    Ok(match specs_uniform(op, dtype, cfg, dims) {
+        Some(specs) => specs,
+        None => match dims.get(4) {
             Some(&c) => attention::specs(dtype, cfg, dims, c != 0),
             None => [false, true].iter().flat_map(|&c| attention::specs(dtype, cfg, dims, c)).collect(),
         },
-        _ => unreachable!(),
     })
 }
 
@@ -213,22 +232,6 @@ macro_rules! by_dtype {
             DType::BF16 => $f::<cutile::half::bf16>($($arg),*),
         }
     };
-}
-
-fn launch_typed<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    match req.op.as_str() {
-        "vector_add" => vector_add::launch::<T>(req, plan, rt),
-        "transpose" => transpose::launch::<T>(req, plan, rt),
-        "softmax" => softmax::launch::<T>(req, plan, rt),
-        "rms_norm" => rms_norm::launch::<T>(req, plan, rt),
-        "layer_norm" => layer_norm::launch::<T>(req, plan, rt),
-        "silu_and_mul" => silu_and_mul::launch::<T>(req, plan, rt),
-        "rope" => rope::launch::<T>(req, plan, rt),
-        "matmul" => matmul::launch::<T>(req, plan, rt),
-        "bmm" => bmm::launch::<T>(req, plan, rt),
-        "attention" => attention::launch::<T>(req, plan, rt),
-        other => Err(format!("no launcher for {other}")),
-    }
 }
 
 /// Validates, then launches on the borrowed stream; returns without waiting for the GPU.

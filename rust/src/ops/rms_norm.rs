@@ -6,7 +6,7 @@
 //! * `rms_norm_chunks` (N > BN): pass 1 accumulates the sum of squares over BN-column chunks, pass 2
 //!   reloads each chunk, scales and writes.
 
-use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::args::{DType, Request};
 use crate::config::{self, Config};
 use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
@@ -72,22 +72,8 @@ pub mod kernel {
     }
 }
 
-pub fn plan(req: &Request) -> Result<Plan, ArgError> {
-    let op = req.op.as_str();
-    let t = req.tensors_named(&["x", "w", "out"])?;
-    let x = check_tensor(op, &t[0], 2, req.dtype)?;
-    expect_dim(op, "w", "length", check_tensor(op, &t[1], 1, req.dtype)?[0], x[1])?;
-    let o = check_tensor(op, &t[2], 2, req.dtype)?;
-    expect_dim(op, "out", "dim 0", o[0], x[0])?;
-    expect_dim(op, "out", "dim 1", o[1], x[1])?;
-    check_no_alias(op, req.dtype, &t[2], &[&t[0], &t[1]])?;
-    let eps = req.scalar("eps")?;
-    if !(eps.is_finite() && eps >= 0.0) {
-        return Err(ArgError::new(op, "eps", format!("expected a finite non-negative number, got {eps}")));
-    }
-    let cfg = config::resolve(op, req.dtype, &[("M", x[0] as i64), ("N", x[1] as i64)], &req.config)?;
-    Ok(Plan { dims: x, cfg })
-}
+/// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
+pub const DIMS: &[&str] = &["M", "N"];
 
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (m, n) = (dims[0], dims[1]);

@@ -12,7 +12,7 @@
 //! cos/sin are seen the same way as (2S, D/2). Every view is a plain contiguous reshape, so the
 //! loads and the store can be TMA (hardware bounds checks instead of per-load branches).
 
-use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::args::{DType, Request};
 use crate::config::{self, next_pow2, Config};
 use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
@@ -51,27 +51,8 @@ pub mod kernel {
     }
 }
 
-pub fn plan(req: &Request) -> Result<Plan, ArgError> {
-    let op = req.op.as_str();
-    let t = req.tensors_named(&["q", "cos", "sin", "out"])?;
-    let q = check_tensor(op, &t[0], 4, req.dtype)?;
-    let (s, d) = (q[2], q[3]);
-    if d % 2 != 0 {
-        return Err(ArgError::new(op, "q", format!("head dim D={d} must be even for half rotation")));
-    }
-    for (i, name) in [(1, "cos"), (2, "sin")] {
-        let c = check_tensor(op, &t[i], 2, req.dtype)?;
-        expect_dim(op, name, "dim 0 (S)", c[0], s)?;
-        expect_dim(op, name, "dim 1 (D)", c[1], d)?;
-    }
-    let o = check_tensor(op, &t[3], 4, req.dtype)?;
-    for (k, name) in ["B", "H", "S", "D"].iter().enumerate() {
-        expect_dim(op, "out", &format!("dim {k} ({name})"), o[k], q[k])?;
-    }
-    check_no_alias(op, req.dtype, &t[3], &[&t[0], &t[1], &t[2]])?;
-    let cfg = config::resolve(op, req.dtype, &[("S", s as i64), ("D", d as i64)], &req.config)?;
-    Ok(Plan { dims: q, cfg })
-}
+/// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
+pub const DIMS: &[&str] = &["B", "H", "S", "D"];
 
 fn dh(d: i32) -> i32 {
     next_pow2((d / 2) as i64) as i32

@@ -2,7 +2,7 @@
 //! views of the same memory (row stride 2H), so the kernel is a plain elementwise map over BR x BH
 //! tiles and H need not be a multiple of the tile. silu(g) = g / (1 + exp(-g)) in fp32.
 
-use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::args::{DType, Request};
 use crate::config::{self, Config};
 use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
@@ -29,21 +29,8 @@ pub mod kernel {
     }
 }
 
-pub fn plan(req: &Request) -> Result<Plan, ArgError> {
-    let op = req.op.as_str();
-    let t = req.tensors_named(&["x", "out"])?;
-    let x = check_tensor(op, &t[0], 2, req.dtype)?;
-    if x[1] % 2 != 0 {
-        return Err(ArgError::new(op, "x", format!("last dim {} must be even (2*H)", x[1])));
-    }
-    let h = x[1] / 2;
-    let o = check_tensor(op, &t[1], 2, req.dtype)?;
-    expect_dim(op, "out", "dim 0", o[0], x[0])?;
-    expect_dim(op, "out", "dim 1", o[1], h)?;
-    check_no_alias(op, req.dtype, &t[1], &[&t[0]])?;
-    let cfg = config::resolve(op, req.dtype, &[("M", x[0] as i64), ("H", h as i64)], &req.config)?;
-    Ok(Plan { dims: vec![x[0], h], cfg })
-}
+/// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
+pub const DIMS: &[&str] = &["M", "H"];
 
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (m, h) = (dims[0], dims[1]);

@@ -1,7 +1,7 @@
 //! transpose: out (N, M) = x (M, N)^T. Each tile block loads a BM x BN tile of x and stores its
 //! transpose as the BN x BM tile of out; edge tiles are clipped by the partition on both sides.
 
-use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
+use crate::args::{DType, Request};
 use crate::config::{self, Config};
 use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
@@ -23,17 +23,8 @@ pub mod kernel {
     }
 }
 
-pub fn plan(req: &Request) -> Result<Plan, ArgError> {
-    let op = req.op.as_str();
-    let t = req.tensors_named(&["x", "out"])?;
-    let x = check_tensor(op, &t[0], 2, req.dtype)?;
-    let o = check_tensor(op, &t[1], 2, req.dtype)?;
-    expect_dim(op, "out", "dim 0", o[0], x[1])?;
-    expect_dim(op, "out", "dim 1", o[1], x[0])?;
-    check_no_alias(op, req.dtype, &t[1], &[&t[0]])?;
-    let cfg = config::resolve(op, req.dtype, &[("M", x[0] as i64), ("N", x[1] as i64)], &req.config)?;
-    Ok(Plan { dims: x, cfg })
-}
+/// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
+pub const DIMS: &[&str] = &["M", "N"];
 
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (m, n) = (dims[0], dims[1]);

@@ -1,7 +1,7 @@
 //! vector_add: out = a + b over a flat vector, one BLOCK-element tile per tile block.
 //! The tail tile is handled by the partition: loads past the end read padding, stores past it drop.
 
-use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, Request};
+use crate::args::Request;
 use crate::config::{self, Config};
 use crate::ops::{ArgView, KernelSpec, Plan, Rt};
 use cutile::prelude::*;
@@ -23,16 +23,8 @@ pub mod kernel {
     }
 }
 
-pub fn plan(req: &Request) -> Result<Plan, ArgError> {
-    let op = req.op.as_str();
-    let t = req.tensors_named(&["a", "b", "out"])?;
-    let n = check_tensor(op, &t[0], 1, req.dtype)?[0];
-    expect_dim(op, "b", "length", check_tensor(op, &t[1], 1, req.dtype)?[0], n)?;
-    expect_dim(op, "out", "length", check_tensor(op, &t[2], 1, req.dtype)?[0], n)?;
-    check_no_alias(op, req.dtype, &t[2], &[&t[0], &t[1]])?;
-    let cfg = config::resolve(op, req.dtype, &[("N", n as i64)], &req.config)?;
-    Ok(Plan { dims: vec![n], cfg })
-}
+/// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
+pub const DIMS: &[&str] = &["N"];
 
 pub fn specs(dtype: crate::args::DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let n = dims[0];

@@ -6,19 +6,11 @@ backend adapter launches them, the compile test turns the same args into signatu
 for every arch on the CPU. Import the op modules lazily (KERNEL_MODULES) since they need cuda.tile.
 """
 
-# op -> (module under tilerosetta.kernels.cutile, name of its prepare function)
-KERNEL_MODULES = {
-    "vector_add": ("vector_add", "prepare"),
-    "transpose": ("transpose", "prepare"),
-    "softmax": ("softmax", "prepare"),
-    "rms_norm": ("rms_norm", "prepare"),
-    "layer_norm": ("layer_norm", "prepare"),
-    "silu_and_mul": ("silu_and_mul", "prepare"),
-    "rope": ("rope", "prepare"),
-    "matmul": ("matmul", "prepare"),
-    "bmm": ("matmul", "prepare_bmm"),
-    "attention": ("attention", "prepare"),
-}
+from tilerosetta.specs import OP_NAMES
+
+# op -> (module under tilerosetta.kernels.cutile, name of its prepare function): the module named as the
+# op, except where one module serves two ops.
+KERNEL_MODULES = {**{op: (op, "prepare") for op in OP_NAMES}, "bmm": ("matmul", "prepare_bmm")}
 
 
 def prepare_fn(op: str):

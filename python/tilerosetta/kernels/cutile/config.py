@@ -16,10 +16,11 @@ import itertools
 from typing import Any, NamedTuple
 
 from tilerosetta.kernels.attention_split import H200_SMS, packed_rows, split_plan
+from tilerosetta.specs import family_ops
 
-OPS = ("vector_add", "transpose", "softmax", "rms_norm", "layer_norm", "silu_and_mul", "rope", "matmul",
-       "bmm", "attention")
-ROW_OPS = ("softmax", "rms_norm", "layer_norm")
+# The "rows" family (OpSpec.family): kernels that walk rows of (M, N) with plan_rows share the row table
+# and sweep below.
+ROW_OPS = family_ops("rows")
 
 # CUDA grid limits: x up to 2^31-1, y and z up to 65535.
 MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -58,9 +59,7 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "vector_add": {"*": {"TILE": 1024}},
     "silu_and_mul": {"*": {"TILE": 2048}},
     "transpose": {"fp32": {"TM": 32, "TN": 32}, "*": {"TM": 64, "TN": 64}},
-    "softmax": {"fp32": dict(_ROW32), "*": dict(_ROW16)},
-    "rms_norm": {"fp32": dict(_ROW32), "*": dict(_ROW16)},
-    "layer_norm": {"fp32": dict(_ROW32), "*": dict(_ROW16)},
+    **{op: {"fp32": dict(_ROW32), "*": dict(_ROW16)} for op in ROW_OPS},
     "rope": {"*": {"TS": 16, "OCC": 8}},  # 55 regs, 6 LDG.128 in flight per thread (exact kernel)
     "matmul": {"fp32": dict(_MM32), "*": dict(_MM16)},
     "bmm": {"fp32": dict(_MM32), "*": dict(_MM16)},
@@ -77,9 +76,7 @@ SPACES: dict[str, dict[str, tuple]] = {
     "vector_add": {"TILE": (256, 512, 1024, 2048, 4096)},
     "silu_and_mul": {"TILE": (256, 512, 1024, 2048, 4096)},
     "transpose": {"TM": (16, 32, 64, 128), "TN": (16, 32, 64, 128)},
-    "softmax": dict(_ROW_SPACE),
-    "rms_norm": dict(_ROW_SPACE),
-    "layer_norm": dict(_ROW_SPACE),
+    **{op: dict(_ROW_SPACE) for op in ROW_OPS},
     "rope": {"TS": (4, 8, 16, 32, 64, 128), "OCC": (0, 1, 2, 4, 8)},
     "matmul": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64, 128), "GROUP_M": (4, 8, 16),
                "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},

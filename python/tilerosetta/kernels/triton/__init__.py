@@ -1,4 +1,4 @@
-"""Triton kernels of the ten TileRosetta ops, one module per op (matmul's kernel also serves bmm).
+"""Triton kernels of the TileRosetta ops, one module per op (matmul's kernel also serves bmm).
 
 Each module has the @triton.jit kernel(s) and `prepare(*inputs, *outputs, cfg, **params)`, the same
 entry point as the cuTile Python modules: it returns the Launch list for one call without launching

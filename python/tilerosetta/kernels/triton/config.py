@@ -16,20 +16,20 @@ from typing import Any
 
 import torch
 
+from tilerosetta.specs import family_ops
 from tilerosetta.specs.base import DTYPE_NAMES, FP32
 
-# Row ops (softmax, rms_norm, layer_norm): one row per program. Rows up to `single_max` are held in one
+# Row ops (the "rows" family): one row per program. Rows up to `single_max` are held in one
 # block of next_pow2(N) (one read of x); longer rows use the looped kernel with `loop_block` columns.
 _ROW_GPU = {"single_max": 16384, "loop_block": 4096}
+ROW_OPS = family_ops("rows")  # OpSpec.family: the kernels launched by row_launch
 
 _GPU: dict[str, dict[str, dict[str, Any]]] = {
     # key "*" = every dtype; a dtype name overrides it.
     "vector_add": {"*": {"BLOCK": 4096, "num_warps": 8}},
     "transpose": {"*": {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4},
                   "fp32": {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}},
-    "softmax": {"*": dict(_ROW_GPU)},
-    "rms_norm": {"*": dict(_ROW_GPU)},
-    "layer_norm": {"*": dict(_ROW_GPU)},
+    **{op: {"*": dict(_ROW_GPU)} for op in ROW_OPS},
     "silu_and_mul": {"*": {"BLOCK_M": 1, "BLOCK_H": 2048, "num_warps": 8}},
     "rope": {"*": {"BLOCK_R": 16, "num_warps": 4}},
     "matmul": {"*": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
@@ -56,7 +56,6 @@ _INTERPRET: dict[str, dict[str, Any]] = {
     "attention": {"BLOCK_M": 128, "BLOCK_N": 128},
 }
 
-ROW_OPS = ("softmax", "rms_norm", "layer_norm")
 _POW2_KEYS = {"BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_H", "BLOCK_R", "loop_block", "num_warps"}
 
 
