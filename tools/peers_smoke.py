@@ -30,6 +30,7 @@ CASES = {
     "rope": Case({"B": 2, "H": 4, "S": 129, "D": 128}), "matmul": Case({"M": 256, "N": 512, "K": 1024}),
     "bmm": Case({"Bt": 2, "M": 256, "N": 256, "K": 512}),
     "attention": Case({"B": 1, "H": 4, "S": 512, "D": 128}, {"causal": True}),
+    "add_rms_norm": Case({"M": 257, "N": 4096}),
 }
 
 
