@@ -21,7 +21,7 @@ import torch
 
 from tilerosetta import cubin, toolchain
 from tilerosetta.backends import cute_dsl as adapter
-from tilerosetta.kernels.cute_dsl import KERNEL_MODULES, MISSING, SCALAR_ONLY, variant_of
+from tilerosetta.kernels.cute_dsl import KERNEL_MODULES, MISSING, variant_of, variants
 from tilerosetta.kernels.cute_dsl import config as cfgmod
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -58,7 +58,7 @@ def _specializations(op, dtype, variant):
 
 SPECIALIZATIONS = [pytest.param(op, dt, var, cfg, id=f"{op}-{dtype_name(dt)}-{var}-{'-'.join(f'{k}{v}' for k, v in cfg.items())}")
                    for op in KERNEL_MODULES for dt in get_spec(op).dtypes
-                   for var in (("scalar",) if op in SCALAR_ONLY else ("vec", "scalar"))
+                   for var in variants(op, dt)
                    for cfg in _specializations(op, dt, var)]
 
 
@@ -246,3 +246,40 @@ def test_extent_one_dims_get_row_major_strides():
     assert y.stride() == (4, 1) and torch.equal(y, x) and y.data_ptr() == x.data_ptr()
     z = torch.zeros(3, 5)
     assert adapter._compact(z) is z
+
+
+# ---- the GEMMs (matmul, bmm) ---------------------------------------------------------------------------
+def test_gemm_simt_serves_fp32_and_unaligned_shapes(fake_backend):
+    b, kernels = fake_backend
+    for dtype, (m, n, k) in ((torch.float32, (64, 64, 64)), (torch.bfloat16, (7, 13, 5)), (torch.float16, (127, 129, 131))):
+        a, w = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        b.implementations()["matmul"](a, w, torch.empty(m, n, dtype=dtype))
+        assert kernels.builds[-1][:3] == ("matmul", dtype, "simt"), (dtype, m, n, k)
+
+
+def test_matmul_launches_rank3_views_of_its_operands(fake_backend):
+    b, kernels = fake_backend
+    a, w, out = torch.randn(7, 5), torch.randn(5, 13), torch.empty(7, 13)
+    b.implementations()["matmul"](a, w, out)
+    from tilerosetta.kernels.cute_dsl import matmul  # pure Python: needs no runtime
+
+    seen = []
+    matmul.launch(lambda *t: seen.extend(t), a, w, out)
+    assert [t.shape for t in seen] == [(1, 7, 5), (1, 5, 13), (1, 7, 13)]
+    assert [t.data_ptr() for t in seen] == [a.data_ptr(), w.data_ptr(), out.data_ptr()]
+    assert all(t.stride() == (t.shape[1] * t.shape[2], t.shape[2], 1) for t in seen)  # row-major, as compiled
+
+
+@needs_runtime
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gemm_simt_is_an_fp32_fma_tile_without_spills(tmp_path, dtype):
+    from tilerosetta.kernels.cute_dsl import common, gemm_simt
+
+    fn, args = gemm_simt.build(dtype)
+    ptx = common.compile_for(fn, args, ARCH, keep_dir=str(tmp_path)).artifacts.PTX
+    per_thread = gemm_simt.TM * gemm_simt.TN * gemm_simt.BK  # one FMA per output per k of a K step
+    assert ptx.count("fma.rn.f32") >= per_thread, "the inner K step is not unrolled into FMAs"
+    assert "wgmma" not in ptx and "mma.sync" not in ptx
+    if toolchain.binary_tool("cuobjdump") is not None:
+        for k in cubin.analyse(next(tmp_path.glob(f"*.{ARCH}.cubin")).read_bytes()):
+            assert k.local == 0 and k.spill_stores == 0, f"gemm_simt {dtype}: {k.name} spills"

@@ -7,7 +7,8 @@ returns (jit function, fake arguments) for one compiled specialization. The exte
 (shared_tests/test_cute_dsl_compile.py) compiles the same builds for sm_90a without a GPU.
 
 `variant` is what a call's tensors decide beyond the dtype: "vec" (every row length a multiple of the
-128-bit vector and every base pointer 16-byte aligned: 128-bit loads) or "scalar" (anything else).
+128-bit vector and every base pointer 16-byte aligned: 128-bit loads) or "scalar" (anything else); for
+the GEMMs (matmul, bmm) "wgmma" (fp16/bf16 that TMA can load: the Hopper fast path) or "simt" (the rest).
 Import the op modules lazily (KERNEL_MODULES): they need the CuTe DSL runtime.
 """
 
@@ -20,6 +21,8 @@ KERNEL_MODULES = {
     "silu_and_mul": "silu_and_mul",
     "rope": "rope",
     "transpose": "transpose",
+    "matmul": "matmul",
+    "bmm": "bmm",
 }
 # ops whose kernel has only the element-wise ("scalar") variant
 SCALAR_ONLY = frozenset()
@@ -27,17 +30,32 @@ SCALAR_ONLY = frozenset()
 
 # ops this backend does not have yet, with why (`tilerosetta list` shows the reason)
 MISSING = {
-    "matmul": "not written yet: the Hopper GEMM (wgmma through CuTe's MMA atoms, TMA, a pipelined mainloop) "
-              "comes after the memory-bound ops (issue 18)",
-    "bmm": "not written yet: the batched form of the Hopper GEMM that matmul lacks too (issue 18)",
-    "attention": "not written yet: the flash-attention forward needs the Hopper GEMM first (issue 18)",
+    "attention": "not written yet: the flash-attention forward (wgmma for q k^T and p v, online softmax) "
+                 "comes after the Hopper GEMM (issue 18)",
 }
 VECTOR_BYTES = 16
+
+
+GEMM_OPS = frozenset({"matmul", "bmm"})
+
+
+def variants(op: str, dtype) -> tuple[str, ...]:
+    """Every variant variant_of can pick for op at dtype (what the CPU compile test compiles)."""
+    if op in GEMM_OPS:
+        return ("simt",)
+    return ("scalar",) if op in SCALAR_ONLY else ("vec", "scalar")
+
+
+def gemm_variant(tensors) -> str:
+    """The GEMM kernel of one call: for now always the bounds-checked SIMT kernel (gemm_simt.py)."""
+    return "simt"
 
 
 def variant_of(op: str, tensors) -> str:
     """"vec" when every tensor's base is 16-byte aligned and every row (innermost extent; for rope each
     half of it, since the two halves are read apart) is a whole number of 128-bit vectors; else "scalar"."""
+    if op in GEMM_OPS:
+        return gemm_variant(tensors)
     if op in SCALAR_ONLY:
         return "scalar"
     vec = VECTOR_BYTES // tensors[0].element_size()
