@@ -85,6 +85,15 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
         # the row held in registers must really stay there: no local memory, no spill stores
         for k in cubin.analyse(elf):
             assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
+    if variant == "wgmma":
+        # the Hopper path must really be one: TMA loads completing on mbarriers, warpgroup MMAs, no spills
+        assert "cp.async.bulk.tensor" in ptx and "mbarrier::complete_tx" in ptx, f"{op}: no TMA load in the PTX"
+        assert "wgmma.mma_async.sync.aligned.m64n" in ptx, f"{op}: no wgmma in the PTX"
+        if toolchain.binary_tool("cuobjdump") is not None:
+            for k in cubin.analyse(elf):
+                assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
+                assert k.mix["HGMMA.64"] or any(i.startswith("HGMMA") for i in k.mix), f"{op}: no HGMMA in the SASS"
+                assert any(i.startswith("UTMALDG") for i in k.mix), f"{op}: no TMA load (UTMALDG) in the SASS"
     if variant == "vec":
         assert "ld.global.v4" in ptx or "ld.global.nc.v4" in ptx, f"{op} vec variant: no 128-bit load in the PTX"
         assert "st.global.v4" in ptx, f"{op} vec variant: no 128-bit store in the PTX"
@@ -249,6 +258,33 @@ def test_extent_one_dims_get_row_major_strides():
 
 
 # ---- the GEMMs (matmul, bmm) ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gemm_takes_wgmma_when_tma_can_load_the_operands(fake_backend, dtype):
+    b, kernels = fake_backend
+    for m, n, k in ((4096, 4096, 4096), (1, 64, 64), (97, 32, 1024)):  # any M; K, N multiples of 8
+        a, w = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        b.implementations()["matmul"](a, w, torch.empty(m, n, dtype=dtype))
+        assert kernels.builds[-1][:3] == ("matmul", dtype, "wgmma"), (m, n, k)
+        assert kernels.builds[-1][3] == {"BM": 128, "BN": 256, "STAGES": 4}
+    a, w = torch.randn(3, 7, 16, dtype=dtype), torch.randn(3, 16, 24, dtype=dtype)
+    b.implementations()["bmm"](a, w, torch.empty(3, 7, 24, dtype=dtype))
+    assert kernels.builds[-1][:3] == ("bmm", dtype, "wgmma")
+    square = torch.zeros(64, 64, dtype=dtype)
+    misaligned = torch.zeros(64 * 64 + 1, dtype=dtype)[1:].view(64, 64)  # base 2 bytes past a 16-byte boundary
+    assert variant_of("matmul", [square, square, square]) == "wgmma"
+    assert variant_of("matmul", [misaligned, square, square]) == "simt"
+    assert variant_of("matmul", [square.float()] * 3) == "simt"
+
+
+def test_gemm_configs_refuse_what_does_not_fit():
+    b = adapter.CuteDslBackend()
+    with pytest.raises(ValueError, match="shared memory"):
+        b.check_config("matmul", torch.bfloat16, {"BM": 128, "BN": 256, "STAGES": 5})  # 240 KB
+    with pytest.raises(ValueError, match="BN"):
+        b.check_config("bmm", torch.bfloat16, {"BM": 128, "BN": 32, "STAGES": 4})
+    assert {"BM": 128, "BN": 256, "STAGES": 4} in b.config_space("matmul", torch.bfloat16)
+
+
 def test_gemm_simt_serves_fp32_and_unaligned_shapes(fake_backend):
     b, kernels = fake_backend
     for dtype, (m, n, k) in ((torch.float32, (64, 64, 64)), (torch.bfloat16, (7, 13, 5)), (torch.float16, (127, 129, 131))):

@@ -37,18 +37,31 @@ VECTOR_BYTES = 16
 
 
 GEMM_OPS = frozenset({"matmul", "bmm"})
+TMA_ALIGN_BYTES = 16  # TMA: global base and every row stride a multiple of 16 bytes
+
+
+def _half(dtype) -> bool:
+    return str(dtype).removeprefix("torch.") in ("float16", "bfloat16")  # wgmma has no fp32 x fp32 form
 
 
 def variants(op: str, dtype) -> tuple[str, ...]:
     """Every variant variant_of can pick for op at dtype (what the CPU compile test compiles)."""
     if op in GEMM_OPS:
-        return ("simt",)
+        return ("wgmma", "simt") if _half(dtype) else ("simt",)
     return ("scalar",) if op in SCALAR_ONLY else ("vec", "scalar")
 
 
 def gemm_variant(tensors) -> str:
-    """The GEMM kernel of one call: for now always the bounds-checked SIMT kernel (gemm_simt.py)."""
-    return "simt"
+    """The GEMM kernel of one call (a, b, out; rank 2 or 3, row-major): "wgmma" (gemm_wgmma.py, TMA + wgmma)
+    for fp16/bf16 whose row strides (K, N) are whole 16-byte multiples and whose bases are 16-byte
+    aligned, as TMA needs; "simt" (gemm_simt.py, bounds-checked loads, fp32 FMA) for everything else."""
+    a = tensors[0]
+    if not _half(a.dtype):
+        return "simt"
+    for t in tensors:
+        if t.data_ptr() % TMA_ALIGN_BYTES or (t.shape[-1] * t.element_size()) % TMA_ALIGN_BYTES:
+            return "simt"
+    return "wgmma"
 
 
 def variant_of(op: str, tensors) -> str:
