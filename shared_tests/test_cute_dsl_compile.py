@@ -319,3 +319,42 @@ def test_gemm_simt_is_an_fp32_fma_tile_without_spills(tmp_path, dtype):
     if toolchain.binary_tool("cuobjdump") is not None:
         for k in cubin.analyse(next(tmp_path.glob(f"*.{ARCH}.cubin")).read_bytes()):
             assert k.local == 0 and k.spill_stores == 0, f"gemm_simt {dtype}: {k.name} spills"
+
+
+# ---- attention -------------------------------------------------------------------------------------------
+def test_attention_compiles_its_head_dim_in(fake_backend):
+    b, kernels = fake_backend
+    for d in (64, 128):
+        q = torch.randn(1, 2, 17, d, dtype=torch.bfloat16)
+        b.implementations()["attention"](q, q, q, torch.empty_like(q), causal=True, scale=None)
+        assert kernels.builds[-1][:3] == ("attention", torch.bfloat16, f"d{d}")
+    assert kernels.launches[-1][3] == {"causal": True, "scale": None}
+
+
+@needs_runtime
+def test_attention_launch_passes_the_base2_scale_and_the_causal_flag():
+    import math
+
+    from tilerosetta.kernels.cute_dsl import attention
+
+    seen = []
+    q, kv = torch.zeros(1, 4, 5, 64), torch.zeros(1, 2, 9, 64)  # GQA: 4 query heads over 2 kv heads, Sk != Sq
+    attention.launch(lambda *a: seen.extend(a), q, kv, kv, q, causal=True, scale=None)
+    assert seen[4] == 1 and seen[5] == pytest.approx(math.log2(math.e) / 8)
+    seen.clear()
+    attention.launch(lambda *a: seen.extend(a), q, kv, kv, q, causal=False, scale=0.3)
+    assert seen[4] == 0 and seen[5] == pytest.approx(0.3 * math.log2(math.e))
+
+
+@needs_runtime
+def test_attention_is_a_shared_memory_simt_kernel_without_spills(tmp_path):
+    from tilerosetta.kernels.cute_dsl import attention, common
+
+    fn, args = attention.build(torch.float16, "d128", {})
+    ptx = common.compile_for(fn, args, ARCH, keep_dir=str(tmp_path)).artifacts.PTX
+    assert "ex2.approx" in ptx, "the online softmax's exp2 is missing"
+    assert "shfl.sync.idx" in ptx and "shfl.sync.bfly" in ptx  # p_j broadcast; warp max / sum
+    if toolchain.binary_tool("cuobjdump") is not None:
+        for k in cubin.analyse(next(tmp_path.glob(f"*.{ARCH}.cubin")).read_bytes()):
+            assert k.local == 0 and k.spill_stores == 0, f"attention d128: {k.name} spills"
+            assert k.threads == 32 * attention.ROWS

@@ -8,7 +8,8 @@ returns (jit function, fake arguments) for one compiled specialization. The exte
 
 `variant` is what a call's tensors decide beyond the dtype: "vec" (every row length a multiple of the
 128-bit vector and every base pointer 16-byte aligned: 128-bit loads) or "scalar" (anything else); for
-the GEMMs (matmul, bmm) "wgmma" (fp16/bf16 that TMA can load: the Hopper fast path) or "simt" (the rest).
+the GEMMs (matmul, bmm) "wgmma" (fp16/bf16 that TMA can load: the Hopper fast path) or "simt" (the rest);
+for attention the head dim it compiles in, "d64" or "d128".
 Import the op modules lazily (KERNEL_MODULES): they need the CuTe DSL runtime.
 """
 
@@ -23,16 +24,14 @@ KERNEL_MODULES = {
     "transpose": "transpose",
     "matmul": "matmul",
     "bmm": "bmm",
+    "attention": "attention",
 }
 # ops whose kernel has only the element-wise ("scalar") variant
 SCALAR_ONLY = frozenset()
 
 
 # ops this backend does not have yet, with why (`tilerosetta list` shows the reason)
-MISSING = {
-    "attention": "not written yet: the flash-attention forward (wgmma for q k^T and p v, online softmax) "
-                 "comes after the Hopper GEMM (issue 18)",
-}
+MISSING: dict[str, str] = {}
 VECTOR_BYTES = 16
 
 
@@ -48,6 +47,8 @@ def variants(op: str, dtype) -> tuple[str, ...]:
     """Every variant variant_of can pick for op at dtype (what the CPU compile test compiles)."""
     if op in GEMM_OPS:
         return ("wgmma", "simt") if _half(dtype) else ("simt",)
+    if op == "attention":
+        return ("d64", "d128")
     return ("scalar",) if op in SCALAR_ONLY else ("vec", "scalar")
 
 
@@ -69,6 +70,8 @@ def variant_of(op: str, tensors) -> str:
     half of it, since the two halves are read apart) is a whole number of 128-bit vectors; else "scalar"."""
     if op in GEMM_OPS:
         return gemm_variant(tensors)
+    if op == "attention":
+        return f"d{tensors[0].shape[-1]}"
     if op in SCALAR_ONLY:
         return "scalar"
     vec = VECTOR_BYTES // tensors[0].element_size()
