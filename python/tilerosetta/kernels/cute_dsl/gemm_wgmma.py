@@ -9,10 +9,11 @@ M, N, K need not be tile multiples: TMA fills out-of-range rows/columns with zer
 the dot products) and the epilogue store is bounds-checked.
 
 One CTA computes a BM x BN tile of c; its BM / 64 warpgroups each own 64 rows (one 64 x BN x 16 wgmma
-per 16 of K). No warp specialisation: every thread is a consumer, and thread 0 is also the producer,
-which issues the TMA loads of K tile kt + STAGES - 1 while the MMAs of tile kt run. Two mbarriers per
-stage keep the ring in order:
-  full[s]  : 1 arrival (thread 0's arrive_and_expect_tx) + the stage's bytes landed by TMA -> data ready;
+per 16 of K). No warp specialisation: every thread is a consumer, and warp 0 is also the producer,
+which issues the TMA loads of K tile kt + STAGES - 1 while the MMAs of tile kt run (a whole warp, since
+the TMA copy elects its issuing lane with a warp-wide elect.sync). Two mbarriers per stage keep the ring
+in order:
+  full[s]  : 1 arrival (one lane's arrive_and_expect_tx) + the stage's bytes landed by TMA -> data ready;
   empty[s] : one arrival per warp (its lane 0) once the wgmmas reading the stage completed -> reusable.
 Tile kt is the (kt // STAGES)-th use of stage kt % STAGES, so it waits for that completion's parity.
 One wgmma group stays in flight (wait_group(1)): tile kt's MMAs overlap the wait for tile kt + 1, and the
@@ -37,9 +38,12 @@ ALIGN_ELEMS = 8  # TMA: every row stride a multiple of 16 bytes = 8 halves
 def _load_stage(tma_a: cute.CopyAtom, tAgA: cute.Tensor, tAsA: cute.Tensor, tma_b: cute.CopyAtom,
                 tBgB: cute.Tensor, tBsB: cute.Tensor, bar, kt: cutlass.Int32, s: cutlass.Int32,
                 tx_bytes: cutlass.Constexpr):
-    """Thread 0: expect the stage's bytes on its full barrier `bar`, then the two TMA loads that deliver
-    them (K tile kt of A and B into stage s)."""
-    cute.arch.mbarrier_arrive_and_expect_tx(bar, tx_bytes)
+    """Called by the whole producer warp: one elected lane expects the stage's bytes on its full barrier
+    `bar`, then the two TMA loads that deliver them (K tile kt of A and B into stage s). cute.copy of a TMA
+    atom elects its issuing lane itself (elect.sync over the full warp), so it must see all 32 lanes:
+    called from one thread it would wait for the other 31 forever."""
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, tx_bytes)
     cute.copy(tma_a, tAgA[None, kt], tAsA[None, s], tma_bar_ptr=bar)
     cute.copy(tma_b, tBgB[None, kt], tBsB[None, s], tma_bar_ptr=bar)
 
@@ -89,7 +93,7 @@ def _gemm_wgmma_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.
     k_blocks = cute.size(tCrA, mode=[2])  # BK / 16 wgmmas per stage
 
     # ---- prologue: the first STAGES - 1 tiles in flight (their stages are fresh: no empty wait)
-    if tidx == 0:
+    if warp == 0:
         for kt in range(cutlass.min(stages - 1, k_tiles)):
             _load_stage(tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, full + kt, kt, kt, tx_bytes)
 
@@ -104,8 +108,8 @@ def _gemm_wgmma_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.
         warpgroup.wait_group(1)  # tile kt - 1's MMAs have retired: release its stage
         if kt > 0 and lane == 0:
             cute.arch.mbarrier_arrive(empty + (kt - 1) % stages)
-        nt = kt + stages - 1  # producer: refill the stage tile kt - 1 used
-        if tidx == 0 and nt < k_tiles:
+        nt = kt + stages - 1  # producer warp: refill the stage tile kt - 1 used
+        if warp == 0 and nt < k_tiles:
             if nt >= stages:
                 cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
             _load_stage(tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, full + nt % stages, nt, nt % stages,
