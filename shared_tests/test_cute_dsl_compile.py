@@ -276,6 +276,14 @@ def test_gemm_takes_wgmma_when_tma_can_load_the_operands(fake_backend, dtype):
     assert variant_of("matmul", [square.float()] * 3) == "simt"
 
 
+def test_gemm_simt_can_be_forced_for_a_gpu_diagnosis(monkeypatch):
+    square = torch.zeros(64, 64, dtype=torch.bfloat16)
+    monkeypatch.setenv("TILEROSETTA_CUTE_DSL_GEMM", "simt")
+    assert variant_of("bmm", [square[None]] * 3) == "simt"
+    monkeypatch.delenv("TILEROSETTA_CUTE_DSL_GEMM")
+    assert variant_of("bmm", [square[None]] * 3) == "wgmma"
+
+
 def test_gemm_configs_refuse_what_does_not_fit():
     b = adapter.CuteDslBackend()
     with pytest.raises(ValueError, match="shared memory"):

@@ -13,6 +13,8 @@ for attention the head dim it compiles in, "d64" or "d128".
 Import the op modules lazily (KERNEL_MODULES): they need the CuTe DSL runtime.
 """
 
+import os
+
 # op -> module under tilerosetta.kernels.cute_dsl
 KERNEL_MODULES = {
     "vector_add": "vector_add",
@@ -36,6 +38,7 @@ VECTOR_BYTES = 16
 
 
 GEMM_OPS = frozenset({"matmul", "bmm"})
+FORCE_GEMM_ENV = "TILEROSETTA_CUTE_DSL_GEMM"
 TMA_ALIGN_BYTES = 16  # TMA: global base and every row stride a multiple of 16 bytes
 
 
@@ -55,9 +58,11 @@ def variants(op: str, dtype) -> tuple[str, ...]:
 def gemm_variant(tensors) -> str:
     """The GEMM kernel of one call (a, b, out; rank 2 or 3, row-major): "wgmma" (gemm_wgmma.py, TMA + wgmma)
     for fp16/bf16 whose row strides (K, N) are whole 16-byte multiples and whose bases are 16-byte
-    aligned, as TMA needs; "simt" (gemm_simt.py, bounds-checked loads, fp32 FMA) for everything else."""
+    aligned, as TMA needs; "simt" (gemm_simt.py, bounds-checked loads, fp32 FMA) for everything else.
+    TILEROSETTA_CUTE_DSL_GEMM=simt forces the simt kernel for every call: on a GPU, to tell a fault of the
+    wgmma path from one of the adapter or the shapes without a code change."""
     a = tensors[0]
-    if not _half(a.dtype):
+    if not _half(a.dtype) or os.environ.get(FORCE_GEMM_ENV) == "simt":
         return "simt"
     for t in tensors:
         if t.data_ptr() % TMA_ALIGN_BYTES or (t.shape[-1] * t.element_size()) % TMA_ALIGN_BYTES:
