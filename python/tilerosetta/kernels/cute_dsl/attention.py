@@ -48,9 +48,12 @@ def _max(a, b):
 def _attention_kernel(mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor, causal: cutlass.Int32,
                       scale_log2: cutlass.Float32, d: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
-    bq, h, b = cute.arch.block_idx()
+    bx, _, _ = cute.arch.block_idx()
     warp, lane = tidx // 32, tidx % 32
     heads, sq = cute.size(mQ, mode=[1]), cute.size(mQ, mode=[2])
+    q_tiles = cute.ceil_div(sq, ROWS)
+    bq, bh = bx % q_tiles, bx // q_tiles  # grid x = (b, h, query tile): y and z stop at 65535, x does not
+    h, b = bh % heads, bh // heads
     kv_heads, sk = cute.size(mK, mode=[1]), cute.size(mK, mode=[2])
     hk = h // (heads // kv_heads)
     shift = sk - sq  # causal: query i sees keys j <= i + shift
@@ -124,7 +127,7 @@ def attention(mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor
               scale_log2: cutlass.Float32, stream, d: cutlass.Constexpr):
     batch, heads, sq = cute.size(mQ, mode=[0]), cute.size(mQ, mode=[1]), cute.size(mQ, mode=[2])
     _attention_kernel(mQ, mK, mV, mO, causal, scale_log2, d).launch(
-        grid=[cute.ceil_div(sq, ROWS), heads, batch], block=[32 * ROWS, 1, 1], stream=stream)
+        grid=[cute.ceil_div(sq, ROWS) * heads * batch, 1, 1], block=[32 * ROWS, 1, 1], stream=stream)
 
 
 def build(dtype, variant, cfg):

@@ -5,7 +5,7 @@ Two kernels, picked per call by the variant (kernels/cute_dsl/__init__.py, varia
            gemm_wgmma.py, TMA loads into a multi-stage shared-memory pipeline feeding warpgroup MMAs;
   "simt":  anything else (fp32, unaligned extents such as 7x13x5): gemm_simt.py, bounds-checked loads
            into shared memory and an fp32 FMA tile per thread.
-The batch is the grid's z dimension in both.
+The batch shares the grid's x dimension with the N tiles in both (y and z stop at 65535 CTAs, x does not).
 """
 
 from __future__ import annotations

@@ -54,10 +54,12 @@ def _gemm_wgmma_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.
                        b_layout: cute.ComposedLayout, bm_: cutlass.Constexpr, bn_: cutlass.Constexpr,
                        stages: cutlass.Constexpr, tx_bytes: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
-    bn, bm, bl = cute.arch.block_idx()
+    bx, bm, _ = cute.arch.block_idx()
     warp, lane = tidx // 32, tidx % 32
     n_warps = cute.size(tiled_mma) // 32
     m, n, k = cute.size(mC, mode=[0]), cute.size(mC, mode=[1]), cute.size(mA, mode=[1])
+    n_tiles = cute.ceil_div(n, bn_)
+    bn, bl = bx % n_tiles, bx // n_tiles  # grid x = (batch, N tile): y and z stop at 65535, x does not
     k_tiles = cute.ceil_div(k, BK)
 
     # ---- shared memory (a, b and c share one dtype; mA / mB are TMA coordinate tensors): the A and B rings (swizzled, as wgmma's descriptors expect) and the barriers
@@ -146,7 +148,7 @@ def gemm_wgmma(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream, bm_: cutl
     tx_bytes = (bm_ + bn_) * BK * dtype.width // 8
     m, n, batch = cute.size(mC, mode=[0]), cute.size(mC, mode=[1]), cute.size(mC, mode=[2])
     _gemm_wgmma_kernel(tiled_mma, tma_a, tma_mA, tma_b, tma_mB, mC, a_layout, b_layout, bm_, bn_, stages,
-                       tx_bytes).launch(grid=[cute.ceil_div(n, bn_), cute.ceil_div(m, bm_), batch],
+                       tx_bytes).launch(grid=[cute.ceil_div(n, bn_) * batch, cute.ceil_div(m, bm_), 1],
                                         block=[cute.size(tiled_mma), 1, 1], stream=stream)
 
 
