@@ -284,6 +284,17 @@ def test_gemm_simt_can_be_forced_for_a_gpu_diagnosis(monkeypatch):
     assert variant_of("bmm", [square[None]] * 3) == "wgmma"
 
 
+@needs_runtime
+@pytest.mark.parametrize("m_tiles,n_tiles,batch", [(1, 1, 1), (32, 16, 1), (13, 5, 3), (8, 1, 2), (3, 7, 65537)])
+def test_gemm_wgmma_grid_visits_every_tile_once(m_tiles, n_tiles, batch):
+    from tilerosetta.kernels.cute_dsl.gemm_wgmma import GROUP_M, _tile_of
+
+    tiles = [_tile_of(x, m_tiles, n_tiles) for x in range(m_tiles * n_tiles * batch)]
+    assert sorted(tiles) == sorted((i, j, b) for i in range(m_tiles) for j in range(n_tiles) for b in range(batch))
+    if m_tiles >= GROUP_M:  # the first CTAs walk down M first
+        assert [t[:2] for t in tiles[:GROUP_M]] == [(i, 0) for i in range(GROUP_M)]
+
+
 def test_gemm_configs_refuse_what_does_not_fit():
     b = adapter.CuteDslBackend()
     with pytest.raises(ValueError, match="shared memory"):

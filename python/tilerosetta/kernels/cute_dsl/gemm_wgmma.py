@@ -32,6 +32,22 @@ from tilerosetta.kernels.cute_dsl import common
 
 BK = 64  # K per stage: 64 halves = one 128-byte swizzle row of a K-major A tile (config.GEMM_BK)
 ALIGN_ELEMS = 8  # TMA: every row stride a multiple of 16 bytes = 8 halves
+GROUP_M = 8  # M tiles a group of consecutive CTAs walks before moving to the next N tile (_tile_of)
+
+
+def _tile_of(linear, m_tiles, n_tiles):
+    """(M tile, N tile, batch) of CTA `linear` in a 1-D grid (y and z stop at 65535 CTAs, x does not).
+    Grouped order, for L2 reuse: CTAs launched together walk GROUP_M tiles down M before the next N tile,
+    so a wave of CTAs shares a few A row panels and a few B column panels instead of reading all of B.
+    Plain Python on purpose: traced inline in the kernel (Int32s), and checked on the CPU with ints."""
+    per_batch = m_tiles * n_tiles
+    bl = linear // per_batch
+    t = linear % per_batch
+    per_group = GROUP_M * n_tiles
+    first_m = (t // per_group) * GROUP_M
+    rows = cutlass.min(m_tiles - first_m, GROUP_M)  # the last group may hold fewer M tiles
+    in_group = t % per_group
+    return first_m + in_group % rows, in_group // rows, bl
 
 
 @cute.jit
@@ -54,12 +70,11 @@ def _gemm_wgmma_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.
                        b_layout: cute.ComposedLayout, bm_: cutlass.Constexpr, bn_: cutlass.Constexpr,
                        stages: cutlass.Constexpr, tx_bytes: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
-    bx, bm, _ = cute.arch.block_idx()
+    bx, _, _ = cute.arch.block_idx()
     warp, lane = tidx // 32, tidx % 32
     n_warps = cute.size(tiled_mma) // 32
     m, n, k = cute.size(mC, mode=[0]), cute.size(mC, mode=[1]), cute.size(mA, mode=[1])
-    n_tiles = cute.ceil_div(n, bn_)
-    bn, bl = bx % n_tiles, bx // n_tiles  # grid x = (batch, N tile): y and z stop at 65535, x does not
+    bm, bn, bl = _tile_of(bx, cute.ceil_div(m, bm_), cute.ceil_div(n, bn_))
     k_tiles = cute.ceil_div(k, BK)
 
     # ---- shared memory (a, b and c share one dtype; mA / mB are TMA coordinate tensors): the A and B rings (swizzled, as wgmma's descriptors expect) and the barriers
@@ -148,7 +163,7 @@ def gemm_wgmma(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream, bm_: cutl
     tx_bytes = (bm_ + bn_) * BK * dtype.width // 8
     m, n, batch = cute.size(mC, mode=[0]), cute.size(mC, mode=[1]), cute.size(mC, mode=[2])
     _gemm_wgmma_kernel(tiled_mma, tma_a, tma_mA, tma_b, tma_mB, mC, a_layout, b_layout, bm_, bn_, stages,
-                       tx_bytes).launch(grid=[cute.ceil_div(n, bn_) * batch, cute.ceil_div(m, bm_), 1],
+                       tx_bytes).launch(grid=[cute.ceil_div(m, bm_) * cute.ceil_div(n, bn_) * batch, 1, 1],
                                         block=[cute.size(tiled_mma), 1, 1], stream=stream)
 
 
