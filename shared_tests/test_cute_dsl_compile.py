@@ -89,6 +89,7 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
         # the Hopper path must really be one: TMA loads completing on mbarriers, warpgroup MMAs, no spills
         assert "cp.async.bulk.tensor" in ptx and "mbarrier::complete_tx" in ptx, f"{op}: no TMA load in the PTX"
         assert "wgmma.mma_async.sync.aligned.m64n" in ptx, f"{op}: no wgmma in the PTX"
+        assert "st.global.b32" in ptx and "st.global.b16" not in ptx, f"{op}: epilogue pairs not stored as 32 bits"
         if toolchain.binary_tool("cuobjdump") is not None:
             for k in cubin.analyse(elf):
                 assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"

@@ -137,10 +137,13 @@ def _gemm_wgmma_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.
     gC = cute.local_tile(mC[None, None, bl], (bm_, bn_), (bm, bn))
     cC = cute.local_tile(cute.make_identity_tensor((m, n)), (bm_, bn_), (bm, bn))
     tCgC, tCcC = thr_mma.partition_C(gC), thr_mma.partition_C(cC)
-    for i in cutlass.range_constexpr(cute.size(acc)):
+    # the accumulator fragment holds pairs of adjacent columns (i, i + 1) starting at an even column, and
+    # N is a multiple of 8 here: one bounds check covers both, and the pair is one 32-bit store
+    for i in cutlass.range_constexpr(0, cute.size(acc), 2):
         row, col = tCcC[i]
         if row < m and col < n:
             tCgC[i] = acc[i].to(mC.element_type)
+            tCgC[i + 1] = acc[i + 1].to(mC.element_type)
 
 
 @cute.jit
