@@ -37,7 +37,9 @@ def _gemm_simt_kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor):
     m0, n0 = bm * BM, bn * BN
 
     smem = cutlass.memory.SmemAllocator()
-    sA = smem.allocate_tensor(cutlass.Float32, cute.make_layout((BK, BM), stride=(BM, 1)), byte_alignment=16)
+    # a's tile transposed (k, m) and padded by one word per k row: the loads below write it down a column
+    # (consecutive threads on consecutive k), which the padding spreads over the banks
+    sA = smem.allocate_tensor(cutlass.Float32, cute.make_layout((BK, BM), stride=(BM + 1, 1)), byte_alignment=16)
     sB = smem.allocate_tensor(cutlass.Float32, cute.make_layout((BK, BN), stride=(BN, 1)), byte_alignment=16)
     acc = cute.make_rmem_tensor(cute.make_layout((TM, TN)), cutlass.Float32)
     acc.fill(0.0)
