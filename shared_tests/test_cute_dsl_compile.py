@@ -21,7 +21,7 @@ import torch
 
 from tilerosetta import cubin, toolchain
 from tilerosetta.backends import cute_dsl as adapter
-from tilerosetta.kernels.cute_dsl import KERNEL_MODULES, MISSING, SCALAR_ONLY, variant_of
+from tilerosetta.kernels.cute_dsl import KERNEL_MODULES, MISSING, variant_of, variants
 from tilerosetta.kernels.cute_dsl import config as cfgmod
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -58,7 +58,7 @@ def _specializations(op, dtype, variant):
 
 SPECIALIZATIONS = [pytest.param(op, dt, var, cfg, id=f"{op}-{dtype_name(dt)}-{var}-{'-'.join(f'{k}{v}' for k, v in cfg.items())}")
                    for op in KERNEL_MODULES for dt in get_spec(op).dtypes
-                   for var in (("scalar",) if op in SCALAR_ONLY else ("vec", "scalar"))
+                   for var in variants(op, dt)
                    for cfg in _specializations(op, dt, var)]
 
 
@@ -85,6 +85,16 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
         # the row held in registers must really stay there: no local memory, no spill stores
         for k in cubin.analyse(elf):
             assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
+    if variant == "wgmma":
+        # the Hopper path must really be one: TMA loads completing on mbarriers, warpgroup MMAs, no spills
+        assert "cp.async.bulk.tensor" in ptx and "mbarrier::complete_tx" in ptx, f"{op}: no TMA load in the PTX"
+        assert "wgmma.mma_async.sync.aligned.m64n" in ptx, f"{op}: no wgmma in the PTX"
+        assert "st.global.b32" in ptx and "st.global.b16" not in ptx, f"{op}: epilogue pairs not stored as 32 bits"
+        if toolchain.binary_tool("cuobjdump") is not None:
+            for k in cubin.analyse(elf):
+                assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
+                assert k.mix["HGMMA.64"] or any(i.startswith("HGMMA") for i in k.mix), f"{op}: no HGMMA in the SASS"
+                assert any(i.startswith("UTMALDG") for i in k.mix), f"{op}: no TMA load (UTMALDG) in the SASS"
     if variant == "vec":
         assert "ld.global.v4" in ptx or "ld.global.nc.v4" in ptx, f"{op} vec variant: no 128-bit load in the PTX"
         assert "st.global.v4" in ptx, f"{op} vec variant: no 128-bit store in the PTX"
@@ -246,3 +256,125 @@ def test_extent_one_dims_get_row_major_strides():
     assert y.stride() == (4, 1) and torch.equal(y, x) and y.data_ptr() == x.data_ptr()
     z = torch.zeros(3, 5)
     assert adapter._compact(z) is z
+
+
+# ---- the GEMMs (matmul, bmm) ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gemm_takes_wgmma_when_tma_can_load_the_operands(fake_backend, dtype):
+    b, kernels = fake_backend
+    for m, n, k in ((4096, 4096, 4096), (1, 64, 64), (97, 32, 1024)):  # any M; K, N multiples of 8
+        a, w = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        b.implementations()["matmul"](a, w, torch.empty(m, n, dtype=dtype))
+        assert kernels.builds[-1][:3] == ("matmul", dtype, "wgmma"), (m, n, k)
+        assert kernels.builds[-1][3] == {"BM": 128, "BN": 256, "STAGES": 4}
+    a, w = torch.randn(3, 7, 16, dtype=dtype), torch.randn(3, 16, 24, dtype=dtype)
+    b.implementations()["bmm"](a, w, torch.empty(3, 7, 24, dtype=dtype))
+    assert kernels.builds[-1][:3] == ("bmm", dtype, "wgmma")
+    square = torch.zeros(64, 64, dtype=dtype)
+    misaligned = torch.zeros(64 * 64 + 1, dtype=dtype)[1:].view(64, 64)  # base 2 bytes past a 16-byte boundary
+    assert variant_of("matmul", [square, square, square]) == "wgmma"
+    assert variant_of("matmul", [misaligned, square, square]) == "simt"
+    assert variant_of("matmul", [square.float()] * 3) == "simt"
+
+
+def test_gemm_simt_can_be_forced_for_a_gpu_diagnosis(monkeypatch):
+    square = torch.zeros(64, 64, dtype=torch.bfloat16)
+    monkeypatch.setenv("TILEROSETTA_CUTE_DSL_GEMM", "simt")
+    assert variant_of("bmm", [square[None]] * 3) == "simt"
+    monkeypatch.delenv("TILEROSETTA_CUTE_DSL_GEMM")
+    assert variant_of("bmm", [square[None]] * 3) == "wgmma"
+
+
+@needs_runtime
+@pytest.mark.parametrize("m_tiles,n_tiles,batch", [(1, 1, 1), (32, 16, 1), (13, 5, 3), (8, 1, 2), (3, 7, 65537)])
+def test_gemm_wgmma_grid_visits_every_tile_once(m_tiles, n_tiles, batch):
+    from tilerosetta.kernels.cute_dsl.gemm_wgmma import GROUP_M, _tile_of
+
+    tiles = [_tile_of(x, m_tiles, n_tiles) for x in range(m_tiles * n_tiles * batch)]
+    assert sorted(tiles) == sorted((i, j, b) for i in range(m_tiles) for j in range(n_tiles) for b in range(batch))
+    if m_tiles >= GROUP_M:  # the first CTAs walk down M first
+        assert [t[:2] for t in tiles[:GROUP_M]] == [(i, 0) for i in range(GROUP_M)]
+
+
+def test_gemm_configs_refuse_what_does_not_fit():
+    b = adapter.CuteDslBackend()
+    with pytest.raises(ValueError, match="shared memory"):
+        b.check_config("matmul", torch.bfloat16, {"BM": 128, "BN": 256, "STAGES": 5})  # 240 KB
+    with pytest.raises(ValueError, match="BN"):
+        b.check_config("bmm", torch.bfloat16, {"BM": 128, "BN": 32, "STAGES": 4})
+    assert {"BM": 128, "BN": 256, "STAGES": 4} in b.config_space("matmul", torch.bfloat16)
+
+
+def test_gemm_simt_serves_fp32_and_unaligned_shapes(fake_backend):
+    b, kernels = fake_backend
+    for dtype, (m, n, k) in ((torch.float32, (64, 64, 64)), (torch.bfloat16, (7, 13, 5)), (torch.float16, (127, 129, 131))):
+        a, w = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        b.implementations()["matmul"](a, w, torch.empty(m, n, dtype=dtype))
+        assert kernels.builds[-1][:3] == ("matmul", dtype, "simt"), (dtype, m, n, k)
+
+
+def test_matmul_launches_rank3_views_of_its_operands(fake_backend):
+    b, kernels = fake_backend
+    a, w, out = torch.randn(7, 5), torch.randn(5, 13), torch.empty(7, 13)
+    b.implementations()["matmul"](a, w, out)
+    from tilerosetta.kernels.cute_dsl import matmul  # pure Python: needs no runtime
+
+    seen = []
+    matmul.launch(lambda *t: seen.extend(t), a, w, out)
+    assert [t.shape for t in seen] == [(1, 7, 5), (1, 5, 13), (1, 7, 13)]
+    assert [t.data_ptr() for t in seen] == [a.data_ptr(), w.data_ptr(), out.data_ptr()]
+    assert all(t.stride() == (t.shape[1] * t.shape[2], t.shape[2], 1) for t in seen)  # row-major, as compiled
+
+
+@needs_runtime
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gemm_simt_is_an_fp32_fma_tile_without_spills(tmp_path, dtype):
+    from tilerosetta.kernels.cute_dsl import common, gemm_simt
+
+    fn, args = gemm_simt.build(dtype)
+    ptx = common.compile_for(fn, args, ARCH, keep_dir=str(tmp_path)).artifacts.PTX
+    per_thread = gemm_simt.TM * gemm_simt.TN * gemm_simt.BK  # one FMA per output per k of a K step
+    assert ptx.count("fma.rn.f32") >= per_thread, "the inner K step is not unrolled into FMAs"
+    assert "wgmma" not in ptx and "mma.sync" not in ptx
+    if toolchain.binary_tool("cuobjdump") is not None:
+        for k in cubin.analyse(next(tmp_path.glob(f"*.{ARCH}.cubin")).read_bytes()):
+            assert k.local == 0 and k.spill_stores == 0, f"gemm_simt {dtype}: {k.name} spills"
+
+
+# ---- attention -------------------------------------------------------------------------------------------
+def test_attention_compiles_its_head_dim_in(fake_backend):
+    b, kernels = fake_backend
+    for d in (64, 128):
+        q = torch.randn(1, 2, 17, d, dtype=torch.bfloat16)
+        b.implementations()["attention"](q, q, q, torch.empty_like(q), causal=True, scale=None)
+        assert kernels.builds[-1][:3] == ("attention", torch.bfloat16, f"d{d}")
+    assert kernels.launches[-1][3] == {"causal": True, "scale": None}
+
+
+@needs_runtime
+def test_attention_launch_passes_the_base2_scale_and_the_causal_flag():
+    import math
+
+    from tilerosetta.kernels.cute_dsl import attention
+
+    seen = []
+    q, kv = torch.zeros(1, 4, 5, 64), torch.zeros(1, 2, 9, 64)  # GQA: 4 query heads over 2 kv heads, Sk != Sq
+    attention.launch(lambda *a: seen.extend(a), q, kv, kv, q, causal=True, scale=None)
+    assert seen[4] == 1 and seen[5] == pytest.approx(math.log2(math.e) / 8)
+    seen.clear()
+    attention.launch(lambda *a: seen.extend(a), q, kv, kv, q, causal=False, scale=0.3)
+    assert seen[4] == 0 and seen[5] == pytest.approx(0.3 * math.log2(math.e))
+
+
+@needs_runtime
+def test_attention_is_a_shared_memory_simt_kernel_without_spills(tmp_path):
+    from tilerosetta.kernels.cute_dsl import attention, common
+
+    fn, args = attention.build(torch.float16, "d128", {})
+    ptx = common.compile_for(fn, args, ARCH, keep_dir=str(tmp_path)).artifacts.PTX
+    assert "ex2.approx" in ptx, "the online softmax's exp2 is missing"
+    assert "shfl.sync.idx" in ptx and "shfl.sync.bfly" in ptx  # p_j broadcast; warp max / sum
+    if toolchain.binary_tool("cuobjdump") is not None:
+        for k in cubin.analyse(next(tmp_path.glob(f"*.{ARCH}.cubin")).read_bytes()):
+            assert k.local == 0 and k.spill_stores == 0, f"attention d128: {k.name} spills"
+            assert k.threads == 32 * attention.ROWS

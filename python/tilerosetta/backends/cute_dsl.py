@@ -6,8 +6,10 @@ Compilation is ahead of time per specialization: a kernel module's `build(dtype,
 arch, e.g. sm_90a) serves every shape of that dtype / variant / config. The first call of a specialization
 compiles it (its wall time is recorded: `record_extras` -> compile_ms, like torch_compile's), later calls
 go straight to the compiled function through TVM-FFI, which takes the torch tensors as they are and
-launches on torch's current stream. The variant ("vec": 128-bit accesses, or "scalar") is chosen per call
-from the extents and the pointers' alignment (kernels/cute_dsl/__init__.py).
+launches on torch's current stream. The variant is chosen per call from the extents, dtype and the pointers'
+alignment (kernels/cute_dsl/__init__.py, variant_of): "vec" (128-bit accesses) or "scalar" for the
+memory-bound ops, "wgmma" (TMA + warpgroup MMA, fp16/bf16 with 16-byte row strides) or "simt" (everything
+else) for matmul / bmm, "d64" / "d128" (the head dim compiled in) for attention.
 
 The runtime is optional and large (~260 MB unpacked): CI does not install it, and the backend is then
 unavailable with that reason. Where it imports but no GPU is visible, the kernels still compile

@@ -7,9 +7,13 @@ returns (jit function, fake arguments) for one compiled specialization. The exte
 (shared_tests/test_cute_dsl_compile.py) compiles the same builds for sm_90a without a GPU.
 
 `variant` is what a call's tensors decide beyond the dtype: "vec" (every row length a multiple of the
-128-bit vector and every base pointer 16-byte aligned: 128-bit loads) or "scalar" (anything else).
+128-bit vector and every base pointer 16-byte aligned: 128-bit loads) or "scalar" (anything else); for
+the GEMMs (matmul, bmm) "wgmma" (fp16/bf16 that TMA can load: the Hopper fast path) or "simt" (the rest);
+for attention the head dim it compiles in, "d64" or "d128".
 Import the op modules lazily (KERNEL_MODULES): they need the CuTe DSL runtime.
 """
+
+import os
 
 # op -> module under tilerosetta.kernels.cute_dsl
 KERNEL_MODULES = {
@@ -20,24 +24,59 @@ KERNEL_MODULES = {
     "silu_and_mul": "silu_and_mul",
     "rope": "rope",
     "transpose": "transpose",
+    "matmul": "matmul",
+    "bmm": "bmm",
+    "attention": "attention",
 }
 # ops whose kernel has only the element-wise ("scalar") variant
 SCALAR_ONLY = frozenset()
 
 
 # ops this backend does not have yet, with why (`tilerosetta list` shows the reason)
-MISSING = {
-    "matmul": "not written yet: the Hopper GEMM (wgmma through CuTe's MMA atoms, TMA, a pipelined mainloop) "
-              "comes after the memory-bound ops (issue 18)",
-    "bmm": "not written yet: the batched form of the Hopper GEMM that matmul lacks too (issue 18)",
-    "attention": "not written yet: the flash-attention forward needs the Hopper GEMM first (issue 18)",
-}
+MISSING: dict[str, str] = {}
 VECTOR_BYTES = 16
+
+
+GEMM_OPS = frozenset({"matmul", "bmm"})
+FORCE_GEMM_ENV = "TILEROSETTA_CUTE_DSL_GEMM"
+TMA_ALIGN_BYTES = 16  # TMA: global base and every row stride a multiple of 16 bytes
+
+
+def _half(dtype) -> bool:
+    return str(dtype).removeprefix("torch.") in ("float16", "bfloat16")  # wgmma has no fp32 x fp32 form
+
+
+def variants(op: str, dtype) -> tuple[str, ...]:
+    """Every variant variant_of can pick for op at dtype (what the CPU compile test compiles)."""
+    if op in GEMM_OPS:
+        return ("wgmma", "simt") if _half(dtype) else ("simt",)
+    if op == "attention":
+        return ("d64", "d128")
+    return ("scalar",) if op in SCALAR_ONLY else ("vec", "scalar")
+
+
+def gemm_variant(tensors) -> str:
+    """The GEMM kernel of one call (a, b, out; rank 2 or 3, row-major): "wgmma" (gemm_wgmma.py, TMA + wgmma)
+    for fp16/bf16 whose row strides (K, N) are whole 16-byte multiples and whose bases are 16-byte
+    aligned, as TMA needs; "simt" (gemm_simt.py, bounds-checked loads, fp32 FMA) for everything else.
+    TILEROSETTA_CUTE_DSL_GEMM=simt forces the simt kernel for every call: on a GPU, to tell a fault of the
+    wgmma path from one of the adapter or the shapes without a code change."""
+    a = tensors[0]
+    if not _half(a.dtype) or os.environ.get(FORCE_GEMM_ENV) == "simt":
+        return "simt"
+    for t in tensors:
+        if t.data_ptr() % TMA_ALIGN_BYTES or (t.shape[-1] * t.element_size()) % TMA_ALIGN_BYTES:
+            return "simt"
+    return "wgmma"
 
 
 def variant_of(op: str, tensors) -> str:
     """"vec" when every tensor's base is 16-byte aligned and every row (innermost extent; for rope each
     half of it, since the two halves are read apart) is a whole number of 128-bit vectors; else "scalar"."""
+    if op in GEMM_OPS:
+        return gemm_variant(tensors)
+    if op == "attention":
+        return f"d{tensors[0].shape[-1]}"
     if op in SCALAR_ONLY:
         return "scalar"
     vec = VECTOR_BYTES // tensors[0].element_size()

@@ -6,6 +6,9 @@ Knobs:
   WARPS_PER_ROW  warps sharing one row of a row op (1: shuffles only; >1: plus one shared-memory step)
   ROWS           rows in flight per CTA of a row op (CTA = ROWS * WARPS_PER_ROW warps)
   TILE           square tile edge of transpose (staged through shared memory)
+  BM, BN         C tile of a CTA in the Hopper GEMM (matmul, bmm: gemm_wgmma.py); BM / 64 warpgroups
+  STAGES         depth of that GEMM's TMA -> shared-memory ring (each stage (BM + BN) x 64 halves)
+  (the SIMT GEMM that fp32 and unaligned shapes take has a fixed 64 x 64 x 16 tile: no knobs)
 
 Not a knob but part of a row op's compiled specialization: CHUNKS (`resident_chunks`), how many vectors of
 its row each thread keeps in registers between the reduction and the write (one read of x from memory);
@@ -16,7 +19,15 @@ from __future__ import annotations
 
 ROW_OPS = ("softmax", "rms_norm", "layer_norm")
 ELEMENTWISE_OPS = ("vector_add", "silu_and_mul", "rope")
+GEMM_OPS = ("matmul", "bmm")
 MAX_THREADS = 1024
+GEMM_BK = 64  # K per pipeline stage (gemm_wgmma.BK)
+SMEM_LIMIT = 227 * 1024  # H100/H200 shared memory per CTA (opt-in maximum)
+
+
+def gemm_smem_bytes(cfg: dict) -> int:
+    """Shared memory of the wgmma GEMM's ring (16-bit operands) plus its two mbarriers per stage."""
+    return cfg["STAGES"] * ((cfg["BM"] + cfg["BN"]) * GEMM_BK * 2 + 16)
 
 
 def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
@@ -34,6 +45,9 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
         return {"WARPS_PER_ROW": 16, "ROWS": 1}
     if op == "transpose":
         return {"TILE": 64}
+    if op in GEMM_OPS:
+        # 128 x 256: two warpgroups of 64 x 256 wgmmas (128 fp32 accumulators per thread), 4 stages = 192 KB
+        return {"BM": 128, "BN": 256, "STAGES": 4}
     return {}
 
 
@@ -60,6 +74,9 @@ def config_space(op: str, dtype: str) -> list[dict]:
                 if w * r <= 16]
     if op == "transpose":
         return [{"TILE": t} for t in (32, 64)]
+    if op in GEMM_OPS:
+        return [c for bm in (64, 128) for bn in (64, 128, 256) for st in (2, 3, 4, 5, 6)
+                if gemm_smem_bytes(c := {"BM": bm, "BN": bn, "STAGES": st}) <= SMEM_LIMIT]
     return []
 
 
@@ -69,7 +86,7 @@ def check_config(op: str, config: dict) -> None:
     unknown = sorted(set(config) - known)
     if unknown:
         raise ValueError(f"cute_dsl.{op}: unknown config key(s) {unknown}; expected some of {sorted(known)}")
-    for key in ("THREADS", "WARPS_PER_ROW", "ROWS", "TILE"):
+    for key in ("THREADS", "WARPS_PER_ROW", "ROWS", "TILE", "BM", "BN"):
         v = config.get(key)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1 or v & (v - 1)):
             raise ValueError(f"cute_dsl.{op}: {key}={v!r} must be a power of two >= 1")
@@ -78,5 +95,12 @@ def check_config(op: str, config: dict) -> None:
     if 32 * config.get("WARPS_PER_ROW", 1) * config.get("ROWS", 1) > MAX_THREADS:
         raise ValueError(f"cute_dsl.{op}: WARPS_PER_ROW*ROWS={config['WARPS_PER_ROW'] * config['ROWS']} warps "
                          f"exceed {MAX_THREADS // 32} per CTA")
+    if op in GEMM_OPS and set(config) >= {"BM", "BN", "STAGES"}:
+        if config["BM"] not in (64, 128) or config["BN"] not in (64, 128, 256):
+            raise ValueError(f"cute_dsl.{op}: BM={config['BM']} must be 64 or 128 (warpgroups of 64 rows), "
+                             f"BN={config['BN']} 64, 128 or 256 (a wgmma's N)")
+        if config["STAGES"] < 2 or gemm_smem_bytes(config) > SMEM_LIMIT:
+            raise ValueError(f"cute_dsl.{op}: STAGES={config['STAGES']} must be >= 2 and fit "
+                             f"{SMEM_LIMIT} B of shared memory (needs {gemm_smem_bytes(config)} B)")
     if config.get("TILE") is not None and config["TILE"] not in (32, 64):
         raise ValueError(f"cute_dsl.{op}: TILE={config['TILE']} must be 32 or 64")
