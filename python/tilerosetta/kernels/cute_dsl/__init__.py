@@ -27,6 +27,7 @@ KERNEL_MODULES = {
     "matmul": "matmul",
     "bmm": "bmm",
     "attention": "attention",
+    "add_rms_norm": "add_rms_norm",
 }
 # ops whose kernel has only the element-wise ("scalar") variant
 SCALAR_ONLY = frozenset()

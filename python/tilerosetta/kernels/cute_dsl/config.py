@@ -17,7 +17,9 @@ its row each thread keeps in registers between the reduction and the write (one 
 
 from __future__ import annotations
 
-ROW_OPS = ("softmax", "rms_norm", "layer_norm")
+from tilerosetta.specs import family_ops
+
+ROW_OPS = family_ops("rows")  # the spec's "rows" family: softmax, rms_norm, layer_norm, add_rms_norm
 ELEMENTWISE_OPS = ("vector_add", "silu_and_mul", "rope")
 GEMM_OPS = ("matmul", "bmm")
 MAX_THREADS = 1024
