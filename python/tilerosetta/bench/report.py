@@ -509,7 +509,8 @@ def scaling_section(scal: Results, colors_of: list[str]) -> Section:
     return sec
 
 
-def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = None) -> tuple[str, list[Section]]:
+def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = None,
+          e2e=None) -> tuple[str, list[Section]]:
     gpu = res.meta.get("gpu", {}).get("name", "unknown GPU")
     title = f"TileRosetta benchmark: {gpu}"
     warn = []
@@ -556,6 +557,9 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = 
     if scal is not None:
         sections.append(scaling_section(scal, res.backends() + [b for b in scal.backends()
                                                                  if b not in res.backends()]))
+    if e2e is not None:  # `report --e2e`: the end-to-end model section (bench/e2e_report.py)
+        from tilerosetta.bench import e2e_report
+        sections += e2e_report.sections(e2e)
     h, rows = compile_table(res)
     sections.append(Section("First call (compile) vs warm call", [
         Block("p", "Host wall time of one call up to its completion. The first call of a case in the process "
@@ -660,11 +664,16 @@ def default_out_dir(results_path: Path) -> Path:
 
 
 def write(results_path, out_dir: Path | None = None, preferred: str = HEADLINE_DTYPE,
-          scaling=None) -> dict[str, Path]:
+          scaling=None, e2e=None) -> dict[str, Path]:
+    from tilerosetta.bench import e2e_report
+
+    if Path(results_path).is_file() and e2e_report.is_e2e_file(results_path):  # an e2e file alone
+        return e2e_report.write(results_path, out_dir)
+    e2e = e2e_report.load_e2e(e2e) if e2e else None
     res = load(results_path)
     scal = load_scaling(scaling) if scaling else (res if res.meta.get("scaling") else None)
     out_dir = Path(out_dir) if out_dir else default_out_dir(res.path)
-    title, sections = build(res, preferred, scal)
+    title, sections = build(res, preferred, scal, e2e)
     plots = out_dir / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     for s in sections:

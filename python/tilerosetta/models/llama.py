@@ -234,7 +234,7 @@ class Ops:
 MODEL_OPS = ("rms_norm", "matmul", "silu_and_mul", "rope", "attention", "add_rms_norm")
 
 
-def best_backends(results_path=None, dtype: str = "bf16", candidates=None) -> dict[str, str]:
+def best_backends(results_path=None, dtype: str = "bf16", candidates=None, device_type: str | None = None) -> dict[str, str]:
     """op -> the fastest of OUR backends runnable here, from the latest committed benchmark: for each op the
     backend with the lowest geometric mean of its median times over the op's headline cases at `dtype`
     (only backends timed ok on all of them). An op no runnable backend of ours was timed on goes to torch."""
@@ -242,7 +242,8 @@ def best_backends(results_path=None, dtype: str = "bf16", candidates=None) -> di
 
     res = load(results_path or RESULTS_DIR / "latest")
     names = candidates or [n for n in backends.BACKEND_NAMES if res.role(n) == "ours"
-                           and backends.get(n).is_available()[0]]
+                           and backends.get(n).is_available()[0]
+                           and (device_type is None or backends.get(n).device_type == device_type)]
     out = {}
     for op in MODEL_OPS:
         cases = {r["case"] for r in res.results if r["op"] == op and r["dtype"] == dtype and r.get("headline", True)}
