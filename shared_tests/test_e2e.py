@@ -240,3 +240,24 @@ def test_best_picks_the_fastest_of_ours_per_op():
                   and r["dtype"] == "bf16" and r["case"] in cases and r["status"] == "ok"]
             return math.exp(sum(map(math.log, ts)) / len(ts)) if len(ts) == len(cases) else math.inf
         assert gm(chosen) == min(gm(b) for b in ("triton", "cutile_py", "tile_cpp")), op
+
+
+def test_llama_gpu_check_runs_on_cpu(tmp_path):
+    """tools/llama_gpu_check.py (the HF agreement check the GPU session runs) on the tiny config: every
+    backend asked for has a verdict under the stated rule, and all_ok is their conjunction."""
+    import subprocess
+    import sys
+
+    from tilerosetta.toolchain import REPO_ROOT
+    out = tmp_path / "check.json"
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "llama_gpu_check.py"), str(out), "--smoke-cpu",
+                           "--prompt", "9", "--steps", "3", "--backends", "torch,best,cutile_rs"],
+                          capture_output=True, text=True, timeout=600)
+    res = json.loads(out.read_text())
+    assert res["decode_steps"] == 3 and "hf_bf16_vs_ref" in res and "3.0 *" in res["rule"]
+    t = res["backends"]["torch"]
+    assert t["model"]["decode_steps"] == 3 and t["hf_patch"]["decode_steps"] == 3
+    assert t["model"]["ok"] and t["hf_patch"]["ok"] and t["where"]["matmul"] == "torch"
+    assert "skipped" in res["backends"]["cutile_rs"]  # no GPU here: skipped with the reason, not passed
+    assert res["all_ok"] == all(b.get("ok", True) for b in res["backends"].values())
+    assert proc.returncode == (0 if res["all_ok"] else 1), proc.stderr[-2000:]

@@ -114,7 +114,7 @@ def test_custom_ops_have_one_namespace_per_backend():
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_patched_compiled_model_agrees_with_hf_fp32(backend):
     """issue 14 item 4: the patched bf16 model under torch.compile, prefill and 32 teacher-forced decode steps,
-    against transformers' fp32 eager model with the same weights, within hf_check's stated tolerance (twice
+    against transformers' fp32 eager model with the same weights, within hf_check's stated tolerance (3x
     transformers' own bf16 error). Dynamo's compile counter shows the forward really ran compiled."""
     need(backend)
     from torch._dynamo.testing import CompileCounter
