@@ -134,6 +134,11 @@ class HFContestant:
         self.hc = self.model.config
         self.fwd = self.model
         if name == HF_COMPILE:
+            # 2 prefill + 3 decode shapes, then 3 more with mode="reduce-overhead": past dynamo's default
+            # recompile limit (8) it would fall back to eager silently and a row would time eager as compiled
+            for knob in ("recompile_limit", "cache_size_limit"):
+                if hasattr(torch._dynamo.config, knob):
+                    setattr(torch._dynamo.config, knob, max(64, getattr(torch._dynamo.config, knob)))
             self.fwd = torch.compile(self.model, backend=plan.compile_backend)
         self.graph_fwd = None
         self.cache = None
