@@ -62,7 +62,7 @@ def test_timed_rows_are_consistent(dry_run):
     ok = [r for r in rows if r["status"] == "ok"]
     assert {r["contestant"] for r in ok} == set(CONTESTANTS)
     for r in ok:
-        assert r["ms"] > 0 and math.isfinite(r["tokens_per_s"])
+        assert r["ms"] > 0 and math.isfinite(r["tokens_per_s"]) and r["warmup_s"] >= 0
         tokens = r["B"] * r["S"] if r["phase"] == "prefill" else r["B"]
         assert r["tokens_per_s"] == pytest.approx(tokens / (r["ms"] * 1e-3), rel=1e-9), r
         if r["phase"] == "decode":

@@ -44,7 +44,7 @@ class Plan:
     dtype: str = "bf16"
     device: str = "cuda"
     compile_backend: str = "inductor"
-    budget_s: float = 330.0  # wall seconds for the contestants (shared; later scenarios past a share skip)
+    budget_s: float = 300.0  # wall seconds for the contestants (shared; later scenarios past a share skip)
     model: dict = field(default_factory=dict)  # LlamaConfig fields that differ from Llama-3.1-8B
 
     def cfg(self) -> LlamaConfig:
@@ -182,8 +182,10 @@ class HFContestant:
 # ---- timing ---------------------------------------------------------------------------------------------
 def time_prefill(c, B, S, plan, gen):
     ids = torch.randint(0, plan.cfg().vocab, (B, S), generator=gen).to(plan.device)
+    w0 = time.perf_counter()
     c.prefill(ids)  # warm-up: compiles this shape
     _sync(plan.device)
+    warmup_s = time.perf_counter() - w0
     _peak_reset(plan.device)
     t0 = time.perf_counter()
     for _ in range(plan.prefill_reps):
@@ -191,15 +193,17 @@ def time_prefill(c, B, S, plan, gen):
     _sync(plan.device)
     ms = (time.perf_counter() - t0) * 1e3 / plan.prefill_reps
     return {"ms": ms, "tokens_per_s": B * S / (ms * 1e-3), "reps": plan.prefill_reps,
-            "peak_mem_gib": _peak_gib(plan.device)}
+            "peak_mem_gib": _peak_gib(plan.device), "warmup_s": warmup_s}
 
 
 def time_decode_eager(c, B, plan, gen):
     tok = torch.randint(0, plan.cfg().vocab, (B, 1), generator=gen).to(plan.device)
     c.decode_setup(B, plan.ctx)
+    w0 = time.perf_counter()
     for _ in range(2):
         c.decode_step(tok, plan.ctx)
     _sync(plan.device)
+    warmup_s = time.perf_counter() - w0
     _peak_reset(plan.device)
     host = 0.0
     t0 = time.perf_counter()
@@ -210,7 +214,7 @@ def time_decode_eager(c, B, plan, gen):
     _sync(plan.device)
     ms = (time.perf_counter() - t0) * 1e3 / plan.decode_steps
     return {"ms": ms, "tokens_per_s": B / (ms * 1e-3), "host_ms_per_step": host * 1e3 / plan.decode_steps,
-            "steps": plan.decode_steps, "peak_mem_gib": _peak_gib(plan.device)}
+            "steps": plan.decode_steps, "peak_mem_gib": _peak_gib(plan.device), "warmup_s": warmup_s}
 
 
 def time_decode_graph(c, B, plan, gen):
@@ -218,6 +222,7 @@ def time_decode_graph(c, B, plan, gen):
     hf_compile: torch.compile(mode='reduce-overhead'), its own CUDA graphs)."""
     tok = torch.randint(0, plan.cfg().vocab, (B, 1), generator=gen).to(plan.device)
     c.decode_setup(B, plan.ctx)
+    w0 = time.perf_counter()
     if isinstance(c, HFContestant):
         if c.graph_fwd is None:
             c.graph_fwd = torch.compile(c.model, mode="reduce-overhead")
@@ -237,6 +242,7 @@ def time_decode_graph(c, B, plan, gen):
         replay = graph.replay
         replay()
     _sync(plan.device)
+    warmup_s = time.perf_counter() - w0  # warm-up calls and the capture (hf_compile: its compile)
     _peak_reset(plan.device)
     host = 0.0
     t0 = time.perf_counter()
@@ -247,10 +253,14 @@ def time_decode_graph(c, B, plan, gen):
     _sync(plan.device)
     ms = (time.perf_counter() - t0) * 1e3 / plan.graph_replays
     return {"ms": ms, "tokens_per_s": B / (ms * 1e-3), "host_ms_per_step": host * 1e3 / plan.graph_replays,
-            "steps": plan.graph_replays, "peak_mem_gib": _peak_gib(plan.device)}
+            "steps": plan.graph_replays, "peak_mem_gib": _peak_gib(plan.device), "warmup_s": warmup_s}
 
 
 # ---- the run --------------------------------------------------------------------------------------------
+def _label(sc: dict) -> str:
+    return f"{sc['phase']} {sc['mode']} B={sc['B']} " + (f"S={sc['S']}" if "S" in sc else f"ctx={sc.get('ctx')}")
+
+
 def scenarios(plan: Plan) -> list[dict]:
     out = [{"phase": "prefill", "mode": "eager", "B": b, "S": s} for b, s in plan.prefill]
     for mode in ("eager", "graph"):
@@ -289,14 +299,14 @@ class Run:
             self.write(rec)
             rows.append(rec)
             detail = (f"{rec['tokens_per_s']:.0f} tok/s" if rec.get("tokens_per_s") else rec.get("message", "")[:160])
-            self.say(f"[e2e {self.elapsed():5.0f} s] {name} {sc['phase']} {sc['mode']} B={sc['B']} "
-                     f"{'S=' + str(sc['S']) if 'S' in sc else 'ctx=' + str(sc.get('ctx'))}: {rec['status']} {detail}")
+            self.say(f"[e2e {self.elapsed():5.0f} s] {name} {_label(sc)}: {rec['status']} {detail}")
 
         todo = scenarios(plan)
         if self.fatal:
             for sc in todo:
                 emit(sc, status="skipped", message=self.fatal)
             return rows
+        self.say(f"[e2e {self.elapsed():5.0f} s] {name}: building the model")
         try:
             c = (HFContestant if name in (HF, HF_COMPILE) else Ours)(name, cfg, state, plan)
         except Exception as exc:
@@ -323,6 +333,7 @@ class Run:
                      "torch.compile(mode='reduce-overhead') of it is the hf_compile graph row", **c.info())
                 continue
             t = time.perf_counter()
+            self.say(f"[e2e {self.elapsed():5.0f} s] {name} {_label(sc)} ...")
             try:
                 c.reset()
                 if sc["phase"] == "prefill":
