@@ -261,3 +261,16 @@ def test_llama_gpu_check_runs_on_cpu(tmp_path):
     assert "skipped" in res["backends"]["cutile_rs"]  # no GPU here: skipped with the reason, not passed
     assert res["all_ok"] == all(b.get("ok", True) for b in res["backends"].values())
     assert proc.returncode == (0 if res["all_ok"] else 1), proc.stderr[-2000:]
+
+
+def test_bench_launch_table_reports_the_ratio_to_torch():
+    from tilerosetta.bench.report import launch_table
+    from tilerosetta.bench.results import RESULTS_DIR, load
+    res = load(RESULTS_DIR / "latest")
+    header, rows = launch_table(res)
+    assert header[-1] == "BoundOp / torch's"
+    torch_us = next(r["bound_us"] for r in res.launch if r["backend"] == "torch")
+    for rec, row in zip(res.launch, rows):
+        if rec.get("status") == "ok":
+            ratio = rec["bound_us"] / torch_us
+            assert row[-1].startswith(f"{ratio:.2f}x") and (("over 2x" in row[-1]) == (ratio > 2.0)), row

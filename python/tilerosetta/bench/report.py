@@ -361,14 +361,18 @@ def compile_table(res: Results):
 
 
 def launch_table(res: Results):
+    """Host µs per call, and the validated call as a ratio to torch's (issue 14 item 7: target within 2x)."""
+    torch_us = next((r["bound_us"] for r in res.launch if r["backend"] == "torch" and r.get("status") == "ok"), None)
     rows = []
     for r in res.launch:
         if r.get("status") == "ok":
+            ratio = r["bound_us"] / torch_us if torch_us else None
             rows.append([r["backend"], f"{r['op']} {r.get('dtype', '')} {r['case']}", _f(r["bound_us"], 1),
-                         _f(r["raw_us"], 1), _f(r["bound_us"] - r["raw_us"], 1)])
+                         _f(r["raw_us"], 1), _f(r["bound_us"] - r["raw_us"], 1),
+                         "-" if ratio is None else f"{ratio:.2f}x" + ("" if ratio <= 2.0 else " (over 2x)")])
         else:
-            rows.append([r["backend"], r["op"], r.get("status", "?"), r.get("message", "")[:80], ""])
-    return ["backend", "case", "BoundOp µs/call", "raw fn µs/call", "validation µs"], rows
+            rows.append([r["backend"], r["op"], r.get("status", "?"), r.get("message", "")[:80], "", ""])
+    return ["backend", "case", "BoundOp µs/call", "raw fn µs/call", "validation µs", "BoundOp / torch's"], rows
 
 
 CALL_NOTE = ("call: the calling convention timed. 'returns' = y = fn(x, ...) as the baseline's or peer's users "
@@ -568,7 +572,8 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = 
     h, rows = launch_table(res)
     sections.append(Section("Launch overhead", [
         Block("p", "Host time per asynchronous call on a tiny problem (the GPU never holds the host back): through "
-                   "the validating BoundOp and through the backend's raw function."),
+                   "the validating BoundOp and through the backend's raw function; the BoundOp's time as a ratio to "
+                   "torch's BoundOp (target: within 2x, issue 14 item 7; `tilerosetta e2e` also reports it)."),
         Block("table", header=h, rows=rows)]))
     h, rows = results_table(res)
     sections.append(Section("All results", method_notes(res) + distribution_notes(res) +
