@@ -274,3 +274,43 @@ def test_bench_launch_table_reports_the_ratio_to_torch():
         if rec.get("status") == "ok":
             ratio = rec["bound_us"] / torch_us
             assert row[-1].startswith(f"{ratio:.2f}x") and (("over 2x" in row[-1]) == (ratio > 2.0)), row
+
+
+def test_a_backend_with_add_rms_norm_gets_the_fused_call(monkeypatch):
+    """The guarded path for the add_rms_norm op (added by another branch): with a spec of that shape and a
+    backend implementing it, the model calls it for every residual add + norm and the logits do not change."""
+    from tilerosetta import specs
+    from tilerosetta.models.llama import LlamaConfig
+    from tilerosetta.specs.base import OpSpec, positive
+
+    class AddRmsNorm(OpSpec):
+        name, summary, bound = "add_rms_norm", "residual add then RMSNorm (test stand-in)", "memory"
+        inputs = {"x": ("M", "N"), "residual": ("M", "N"), "w": ("N",)}
+        outputs = {"out": ("M", "N"), "residual_out": ("M", "N")}
+        params = {"eps": positive(1e-6, "epsilon")}
+        dtypes = specs.get_spec("rms_norm").dtypes
+
+        def reference(self, params, x, residual, w):
+            raise NotImplementedError
+
+    calls = []
+
+    def add_rms_norm(x, r, w, out, res_out, eps=1e-6):
+        calls.append(x.shape)
+        torch.add(x, r, out=res_out)
+        out.copy_(res_out * torch.rsqrt(res_out.pow(2).mean(-1, keepdim=True) + eps) * w)
+
+    cfg = LlamaConfig(hidden=128, heads=4, kv_heads=2, head_dim=64, mlp=256, vocab=101, layers=2, rope_original_max=32)
+    state, ids = random_state(cfg, 0), torch.randint(0, 101, (1, 7), generator=torch.Generator().manual_seed(0))
+    plain = LlamaModel(cfg, state, "torch")
+    ref = plain(ids)
+    tb = backends.get("torch")
+    impls = {**tb.implementations(), "add_rms_norm": add_rms_norm}
+    monkeypatch.setitem(specs.SPECS, "add_rms_norm", AddRmsNorm())
+    monkeypatch.setattr(tb, "implementations", lambda: impls)
+    fused = LlamaModel(cfg, state, "torch")
+    torch.testing.assert_close(fused(ids), ref, rtol=1e-5, atol=1e-5)
+    assert len(calls) == 2 * cfg.layers and fused.where["add_rms_norm"] == "torch"
+    assert "add(residual)" not in fused.where
+    if "add_rms_norm" not in plain.where:  # before the add_rms_norm op exists: the unfused path, said so
+        assert plain.where["add(residual)"].startswith("torch (")

@@ -86,6 +86,7 @@ class Ops:
         if custom_ops:
             from tilerosetta import torch_ops
             self._ns = {b: torch_ops.register(b) for b in {self.backend_of(op) for op in MODEL_OPS}}
+        self._add_rms_why = "no add_rms_norm op in this backend"
         self._add_rms = self._find_add_rms()
         spec = get_spec("attention")
         self._attn_static = (spec.inputs["k"][1] != spec.inputs["q"][1], spec.inputs["k"][2] != spec.inputs["q"][2],
@@ -153,7 +154,7 @@ class Ops:
         fused = self._add_rms
         if fused is None:
             if not torch.compiler.is_compiling():
-                self.where.setdefault("add(residual)", "torch (no add_rms_norm op in this backend)")
+                self.where.setdefault("add(residual)", f"torch ({self._add_rms_why})")
             s = x + residual
             return self.rms_norm(s, w, eps), s
         order, normed_i, sum_i = fused
@@ -177,6 +178,9 @@ class Ops:
         outs = list(spec.outputs)
         sum_i = next((i for i, n in enumerate(outs) if "res" in n or "sum" in n), None)
         if sorted(order) != ["r", "w", "x"] or sum_i is None or "eps" not in spec.params:
+            self._add_rms_why = (f"add_rms_norm's spec is not the expected kind: inputs {list(spec.inputs)}, outputs "
+                                 f"{outs}, params {list(spec.params)} (want x, a 'res*' input, a 1-D weight; a "
+                                 f"'res*'/'sum*' output; eps)")
             return None
         return tuple(order), 1 - sum_i, sum_i
 
