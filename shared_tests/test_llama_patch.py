@@ -136,3 +136,22 @@ def test_patched_compiled_model_agrees_with_hf_fp32(backend):
     assert counter.frame_count >= 1
     v = hf_check.verdict(got, ref, same)
     assert v["decode_steps"] == 32 and v["ok"], v
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_patched_prefill_continuing_a_cache_is_causal_from_the_end(dtype):
+    """A 5-token chunk after an 11-token prompt (1 < Sq < Sk): the patch's mask says 'causal, end-aligned'
+    (None) and whichever attention runs (our op where its spec takes Sq < Sk, else SDPA with the mask built
+    bottom-right) must give the unpatched model's logits."""
+    need("torch")
+    g = torch.Generator().manual_seed(6)
+    prompt, chunk = torch.randint(0, 97, (2, 11), generator=g), torch.randint(0, 97, (2, 5), generator=g)
+    ref_m, model = tiny(dtype), tiny(dtype)
+    tilerosetta.patch(model, backend="torch")
+    with torch.no_grad():
+        outs = []
+        for m in (ref_m, model):
+            past = m(prompt, use_cache=True).past_key_values
+            outs.append(m(chunk, past_key_values=past, use_cache=True).logits.float())
+    tol = FP32_TOL if dtype == torch.float32 else BF16_TOL
+    assert (outs[0] - outs[1]).abs().max().item() < tol

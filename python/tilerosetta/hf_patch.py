@@ -104,20 +104,26 @@ def patch(model, backend: str = "torch"):
                    if attention_mask is not None and query.shape[2] == key.shape[2] else
                    "attention(Sq<Sk): torch SDPA until the attention spec grows GQA/Sq<Sk, issue 14 item 2")
             _note(fallbacks, why)
-            out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling,
-                                                 is_causal=attention_mask is None and query.shape[2] > 1
-                                                 and query.shape[2] == key.shape[2], enable_gqa=Hkv != H)
+            Sq, Sk = query.shape[2], key.shape[2]
+            mask = attention_mask
+            if mask is None and 1 < Sq < Sk:  # None means causal aligned to the end of the keys (see mask())
+                mask = torch.ones(Sq, Sk, dtype=torch.bool, device=query.device).tril(Sk - Sq)
+            out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling,
+                                                 is_causal=attention_mask is None and 1 < Sq == Sk,
+                                                 enable_gqa=Hkv != H)
         return out.transpose(1, 2).contiguous(), None
 
     name = f"tilerosetta_{backend}"
     AttentionInterface.register(name, attention)
     def mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=causal_mask_function,
              attention_mask=None, **kwargs):
-        # None means "pure causal, no padding, no cache offset": our attention's causal flag. Decided from
-        # shapes only (sdpa_mask materializes the mask while torch.compile traces, which would send every
-        # compiled call to SDPA).
-        if (attention_mask is None and mask_function is causal_mask_function and q_length == kv_length
-                and q_offset == 0 and kv_offset == 0):
+        # None means "pure causal, no padding, the queries are the last q_length of the kv_length positions":
+        # our attention's causal flag, aligned to the end of the keys (a DynamicCache decode or continued
+        # prefill; not a StaticCache, whose kv_length is its whole capacity). Decided from shapes only
+        # (sdpa_mask materializes the mask while torch.compile traces, which would send every compiled call
+        # to SDPA).
+        if (attention_mask is None and mask_function is causal_mask_function and q_length <= kv_length
+                and q_offset + q_length == kv_offset + kv_length):
             return None
         return sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
                          kv_offset=kv_offset, mask_function=mask_function, attention_mask=attention_mask, **kwargs)
