@@ -326,11 +326,11 @@ class Run:
                                                    f"{plan.budget_s:.0f} s was spent before this scenario")
                 continue
             if sc["mode"] == "graph" and plan.device != "cuda":
-                emit(sc, status="unsupported", message="CUDA graphs need a CUDA device (CPU run)", **c.info())
+                emit(sc, status="unsupported", message="CUDA graphs need a CUDA device (CPU run)")
                 continue
             if sc["mode"] == "graph" and name == HF:
                 emit(sc, status="unsupported", message="transformers eager has no CUDA-graph path of its own; "
-                     "torch.compile(mode='reduce-overhead') of it is the hf_compile graph row", **c.info())
+                     "torch.compile(mode='reduce-overhead') of it is the hf_compile graph row")
                 continue
             t = time.perf_counter()
             self.say(f"[e2e {self.elapsed():5.0f} s] {name} {_label(sc)} ...")

@@ -42,6 +42,9 @@ def run(args) -> int:
     from tilerosetta import backends, toolchain
     from tilerosetta.bench import e2e, environment, results
 
+    # First: without a GPU the Triton adapter must set TRITON_INTERPRET=1 before anything imports triton
+    # (torch._dynamo does, and transformers; so may another adapter's imports).
+    backends.get("triton")
     console = make_console()
     cpu = not torch.cuda.is_available()
     if cpu and not (args.dry_run or args.host_cost_only):

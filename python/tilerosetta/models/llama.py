@@ -214,7 +214,7 @@ class Ops:
         if not (k.is_contiguous() and v.is_contiguous()):
             kc, vc = k.contiguous(), v.contiguous()
             if self.accepts("attention", (q, kc, vc), **params) is None:
-                self._note(kind + " k/v copy", "torch (a strided KV-cache slice made contiguous)")
+                self._note(kind + " k/v copy", "torch (k/v made contiguous: a transposed projection or a KV-cache slice)")
                 return self._run("attention", (q, kc, vc), [q.shape], kind=kind, **params)
             k, v = kc, vc
         if Hkv != H and Sq == Sk:
