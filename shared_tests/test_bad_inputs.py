@@ -370,6 +370,14 @@ def test_attention_more_than_65535_heads(backend, request):
     _big_case(backend, "attention", {"B": 2, "H": 32770, "S": 2, "D": 64}, {"causal": True}, 3)
 
 
+def test_attention_more_than_65535_grouped_heads(backend, request):
+    # B*H = 65552 query heads on 8194 K/V heads (G = 8), a decode step against 3 keys: every backend's
+    # head -> K/V head mapping past grid y's limit (and cutile_py/triton's packed decode rows).
+    _slow_interpreter(backend, "65552")
+    _grid_gap(request, backend, "attention")
+    _big_case(backend, "attention", {"B": 2, "H": 32776, "Hkv": 4097, "S": 1, "Sk": 3, "D": 64}, {"causal": True}, 4)
+
+
 def test_bmm_more_than_65535_batches(backend, request):
     _slow_interpreter(backend, "65537")
     _grid_gap(request, backend, "bmm")

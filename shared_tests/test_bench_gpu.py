@@ -54,7 +54,10 @@ def test_torch_backend_end_to_end(tmp_path, ceil):
     for op in ("vector_add", "matmul"):
         r = by[("torch", op)]
         assert r["status"] == "ok" and r["method"] == timing.GRAPH and r["timing"]["flush"]
-        assert 1 < r["pct_of_ceiling"] < 110, r  # a real fraction of a measured ceiling
+        # A real fraction of a measured ceiling, not off by orders of magnitude. Not < 100: the quick ceiling's
+        # GEMMs can run at a lower SM clock than a later contestant (H200 run of 2026-12-01: 1980 MHz before,
+        # 1575 under load, torch matmul then at 116% of that peak); the bench records the clocks for that.
+        assert 1 < r["pct_of_ceiling"] < 130, r
     assert by[("wrong_cuda", "vector_add")]["status"] == "wrong"
     assert "timing" not in by[("wrong_cuda", "vector_add")]
     assert by[("wrong_cuda", "matmul")]["status"] == "missing"

@@ -115,8 +115,10 @@ def test_select_cases():
     new = runner.select_cases(mm, "M=100,N=200,K=300")
     assert [c.name for c in new] == ["M100_N200_K300"]
     att = get_spec("attention")
-    causal = runner.select_cases(att, "D=128,causal=true")
-    assert len(causal) == 1 and causal[0].params == {"causal": True} and causal[0].dims["D"] == 128
+    causal = runner.select_cases(att, "S=4096,D=128,causal=true")  # GQA prefill and decode are causal too
+    assert [c.name for c in causal] == ["B4_H32_S4096_D128_causal", "B1_H32_Hkv8_S4096_D128_causal"]
+    decode = runner.select_cases(att, "S=1")
+    assert [c.dims["B"] for c in decode] == [1, 16, 64] and all(c.dims["Sk"] == 4096 for c in decode)
     assert runner.select_cases(get_spec("vector_add"), "M=4096") == []  # another op's dims: no match
     with pytest.raises(ValueError, match="NAME=VALUE"):
         runner.select_cases(mm, "big")

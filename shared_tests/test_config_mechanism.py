@@ -166,3 +166,45 @@ def test_every_committed_tuned_entry_is_still_honoured(entry, monkeypatch):
         got = b.config_for(op, dtype, dims)
     assert got == {**b.builtin_config(op, dtype, dims), **e["config"]}
     assert b.config_overrides(op, dtype, dims) == e["config"]
+
+
+@pytest.mark.parametrize("name", TUNABLE)
+def test_config_for_is_memoised_but_follows_every_change(name, private_table, monkeypatch):
+    """Launch paths call config_for on every call (issue 14 item 7: host cost), so it is memoised; the
+    memo must still follow set_config, tuning.record and a table file rewritten by another process."""
+    b, op, dtype, space, dims = _tunable(name, monkeypatch)
+    builtin = b.builtin_config(op, dtype, dims)
+    first = b.config_for(op, dtype, dims)
+    first["MUTATED"] = 1  # a caller changing its copy must not change the next answer
+    assert b.config_for(op, dtype, dims) == builtin
+    b.set_config(op, dtype, space[-1])
+    assert b.config_for(op, dtype, dims) == {**builtin, **space[-1]}
+    b.set_config(op, dtype, None)
+    other = next((c for c in space if any(builtin.get(k) != v for k, v in c.items())), None)
+    if other is None:
+        pytest.skip(f"{name}: every configuration of the space equals the default")
+    tuning.record(name, op, dtype, "sm_90", dims, other, {"note": "test"}, path=private_table)
+    assert b.config_for(op, dtype, dims) == {**builtin, **other}
+    # Another process rewrites the table (no record() here): seen once the stat interval has passed.
+    monkeypatch.setattr(tuning, "_STAT_EVERY_S", 0.0)
+    table = tuning.load_table(private_table)
+    table["entries"][name][op] = {}
+    private_table.write_text(__import__("json").dumps(table))
+    import os
+    st = private_table.stat()
+    os.utime(private_table, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a distinct mtime
+    assert b.config_for(op, dtype, dims) == builtin
+
+
+def test_toolchain_activate_rechecks_when_the_environment_changes(monkeypatch):
+    tc = toolchain.activate()
+    if tc.root is None:
+        pytest.skip(f"no pinned toolchain here: {tc.problems}")
+    bin_dir = str(tc.bin_dir)
+    assert toolchain.os.environ["PATH"].split(toolchain.os.pathsep)[0] == bin_dir
+    assert toolchain.activate() is tc  # the fast path: nothing changed
+    monkeypatch.setenv("PATH", "/usr/bin")
+    monkeypatch.setenv("CUDA_HOME", "/nonexistent/cuda")
+    toolchain.activate()  # the environment changed: the full check runs again
+    assert toolchain.os.environ["PATH"].split(toolchain.os.pathsep)[0] == bin_dir
+    assert "CUDA_HOME" not in toolchain.os.environ

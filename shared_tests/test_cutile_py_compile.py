@@ -252,12 +252,21 @@ def test_matmul_and_attention_plans_clamp_tiles():
     assert (p["BM"], p["BN"], p["BK"]) == (16, 128, 32) and p["grid"] == (8, 1, 1)
     p = cfg.plan_matmul(5, 127, 129, 131, {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8})
     assert p["grid"] == (2 * 5, 1, 1)  # flat: output tiles x batch entries
-    p = cfg.plan_attention(4 * 32, 4096, 128, {"BM": 128, "BN": 64})
+    p = cfg.plan_attention(4, 32, 32, 4096, 4096, 128, {"BM": 128, "BN": 64})
     assert p["grid"] == (32 * 128, 1, 1) and (p["BM"], p["BN"]) == (128, 64)  # flat: query blocks x B*H
-    p = cfg.plan_attention(1, 1, 64, {"BM": 128, "BN": 64})
+    assert p["n_split"] == 1 and (p["NQ"], p["M"], p["GQ"]) == (128, 4096, 1)
+    p = cfg.plan_attention(1, 1, 1, 1, 1, 64, {"BM": 128, "BN": 64})
     assert (p["BM"], p["BN"]) == (16, 16)
     # B*H beyond grid y's 65535 (issue 16): the flat axis x takes it.
-    assert cfg.plan_attention(70000, 64, 64, {"BM": 64, "BN": 64})["grid"] == (70000, 1, 1)
+    assert cfg.plan_attention(2, 35000, 35000, 64, 64, 64, {"BM": 64, "BN": 64})["grid"] == (70000, 1, 1)
+    # GQA prefill: per-head row sets reading K/V head n // 4; decode: the 4 heads of a group packed into one
+    # 16-row tile, 8 tiles for B=1, so the keys are split (flash-decoding) 16 ways + one combine block each.
+    p = cfg.plan_attention(1, 32, 8, 2048, 2048, 128, {"BM": 128, "BN": 64})
+    assert (p["NQ"], p["M"], p["GQ"], p["n_split"]) == (32, 2048, 4, 1)
+    p = cfg.plan_attention(1, 32, 8, 1, 4096, 128, {"BM": 128, "BN": 64})
+    assert (p["NQ"], p["M"], p["GQ"], p["BM"]) == (8, 4, 1, 16)
+    assert (p["n_split"], p["CT"], p["grid"], p["combine_grid"]) == (16, 4, (128, 1, 1), (8, 1, 1))
+    assert cfg.plan_attention(64, 32, 8, 1, 4096, 128, {"BM": 128, "BN": 64})["n_split"] == 1  # 512 tiles
 
 
 def test_backend_says_why_it_cannot_run_here():

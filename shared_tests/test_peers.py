@@ -89,10 +89,15 @@ def _fake_fa4():
     fa = types.ModuleType("flash_attn.cute")
 
     def flash_attn_func(q, k, v, qv=None, gather_kv_indices=None, softmax_scale=None, causal=False, **kw):
-        # (batch, seqlen, nheads, headdim) in, (out, lse) back
-        o = F.scaled_dot_product_attention(q.transpose(1, 2).float(), k.transpose(1, 2).float(),
-                                           v.transpose(1, 2).float(), is_causal=causal, scale=softmax_scale)
-        return o.transpose(1, 2).to(q.dtype).contiguous(), None
+        dtype = q.dtype
+        # (batch, seqlen, nheads, headdim) in, (out, lse) back; as documented for flash_attn_func: k/v may
+        # have fewer heads (H divisible by Hkv), and the causal mask is aligned to the bottom right.
+        q, k, v = (t.transpose(1, 2).float() for t in (q, k, v))
+        s, sk = q.shape[-2], k.shape[-2]
+        mask = torch.ones(s, sk, dtype=torch.bool).tril(diagonal=sk - s) if causal else None
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=softmax_scale,
+                                           enable_gqa=q.shape[1] != k.shape[1])
+        return o.transpose(1, 2).to(dtype).contiguous(), None
     fa.flash_attn_func = flash_attn_func
     return {"flash_attn": types.ModuleType("flash_attn"), "flash_attn.cute": fa}
 

@@ -32,7 +32,7 @@ def case_strategy(spec):
             params["causal"] = draw_fn(st.booleans())
         if "eps" in spec.params:
             params["eps"] = draw_fn(st.sampled_from([1e-6, 1e-5, 1e-3]))
-        return Case(dims, params)
+        return Case(spec.random_dims(dims, params), params)
 
     return draw()
 

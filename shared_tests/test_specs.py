@@ -64,6 +64,37 @@ def test_attention_reference_matches_sdpa():
         assert rel_error(F.scaled_dot_product_attention(q, k, v, is_causal=causal), ref) < 1e-10
 
 
+@pytest.mark.parametrize("hkv,s,sk", [(2, 5, 5), (1, 1, 23), (4, 7, 20), (2, 9, 20)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_gqa_reference_matches_sdpa_lower_right(hkv, s, sk, causal):
+    """GQA and S < Sk: torch SDPA with enable_gqa and, for causal, the lower-right (end-aligned) bias."""
+    from torch.nn.attention.bias import causal_lower_right
+
+    case = Case({"B": 2, "H": 8, "Hkv": hkv, "S": s, "Sk": sk, "D": 64}, {"causal": causal})
+    inputs, ref = _ref("attention", case, torch.float16)
+    q, k, v = (inputs[n].double() for n in "qkv")
+    assert k.shape == (2, hkv, sk, 64)
+    kr, vr = (t.repeat_interleave(8 // hkv, dim=1) for t in (k, v))
+    mask = causal_lower_right(s, sk) if causal else None
+    want = F.scaled_dot_product_attention(q, kr, vr, attn_mask=mask)
+    assert rel_error(want, ref) < 1e-10
+    if causal and s < sk:  # top-left is_causal differs: the reference really is end-aligned
+        assert rel_error(F.scaled_dot_product_attention(q, kr, vr, is_causal=True), ref) > 1e-3
+
+
+def test_attention_refuses_bad_gqa_and_causal_lengths():
+    spec = SPECS["attention"]
+    q, out = torch.zeros(1, 6, 4, 64, dtype=torch.float16), torch.zeros(1, 6, 4, 64, dtype=torch.float16)
+    kv = torch.zeros(1, 4, 8, 64, dtype=torch.float16)
+    with pytest.raises(TileRosettaError, match=r"attention.*argument 'k'.*Hkv=4.*does not divide.*H=6"):
+        spec.validate("demo", "cpu", {"q": q, "k": kv, "v": kv.clone(), "out": out}, {})
+    short = torch.zeros(1, 2, 3, 64, dtype=torch.float16)
+    with pytest.raises(TileRosettaError, match=r"argument 'q'.*causal with S=4 queries > Sk=3 keys"):
+        spec.validate("demo", "cpu", {"q": q, "k": short, "v": short.clone(), "out": out}, {"causal": True})
+    dims = spec.validate("demo", "cpu", {"q": q, "k": short, "v": short.clone(), "out": out}, {"causal": False})
+    assert dims == {"B": 1, "H": 6, "S": 4, "D": 64, "Hkv": 2, "Sk": 3}
+
+
 def test_rope_reference_rotates_pairs():
     inputs, ref = _ref("rope", Case({"B": 1, "H": 1, "S": 5, "D": 8}))
     q, cos, sin = (inputs[n].double() for n in ("q", "cos", "sin"))
@@ -84,6 +115,14 @@ def test_flop_and_byte_counts():
     nc = Case({"B": 4, "H": 32, "S": 4096, "D": 128}, {"causal": False})
     cc = Case({"B": 4, "H": 32, "S": 4096, "D": 128}, {"causal": True})
     assert att.flops(nc) == 4 * 4 * 32 * 4096 * 4096 * 128 == 2 * att.flops(cc)
+    # End-aligned causal mask: S * (Sk - S) full rows plus the S x S triangle counted as S^2 / 2.
+    dec = Case({"B": 2, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}, {"causal": True})
+    assert att.flops(dec) == 4 * 2 * 32 * (4095 + 0.5) * 128
+    pre = Case({"B": 1, "H": 4, "Hkv": 1, "S": 3, "Sk": 10, "D": 64}, {"causal": True})
+    assert att.flops(pre) == 4 * 4 * (3 * 7 + 4.5) * 64
+    assert att.flops(Case(pre.dims, {"causal": False})) == 4 * 4 * 30 * 64
+    # k and v are (B, Hkv, Sk, D): bytes count them at their own size
+    assert att.bytes_moved(dec, torch.bfloat16) == (2 * 2 * 32 * 128 + 2 * 2 * 8 * 4096 * 128) * 2
     sm = SPECS["silu_and_mul"]
     assert sm.bytes_moved(Case({"M": 10, "H": 3}), torch.float32) == (10 * 6 + 10 * 3) * 4
 

@@ -77,14 +77,25 @@ def test_launch_passes_grid_block_stream_and_parameters(fake_driver, tmp_path):
 
 def test_attention_parameters(fake_driver, tmp_path):
     shape = [2, 3, 300, 64]
-    result, log = run_child(fake_driver, tmp_path, "ppppiifi", "attention_bf16_64_128_64_0", [shape] * 4,
+    result, log = run_child(fake_driver, tmp_path, "ppppiiiifi", "attention_bf16_64_128_64_0", [shape] * 4,
                             "bfloat16", {"causal": True, "scale": 0.5})
     assert result == "ok", result
     grid, params = log[2].split(" block=")[0], log[2].split("params=")[1].split()
     assert grid == "launch grid=18,1,1"  # one flat axis: 3 query blocks x B*H 6
     assert params[:4] == ["p:4096", "p:8192", "p:12288", "p:16384"]
-    assert params[4] == "i:6" and params[5] == "i:300" and params[7] == "i:1"  # B*H, S, causal
-    assert float(params[6][2:]) == pytest.approx(0.5 * 1.4426950408889634, rel=1e-6)
+    assert params[4:8] == ["i:6", "i:300", "i:300", "i:1"] and params[9] == "i:1"  # B*H, S, Sk, G, causal
+    assert float(params[8][2:]) == pytest.approx(0.5 * 1.4426950408889634, rel=1e-6)
+
+
+def test_attention_grouped_heads_decode_parameters(fake_driver, tmp_path):
+    # q (2, 8, 1, 64) against a 300-key cache of 2 K/V heads: G = 4, one query block per head.
+    q, kv = [2, 8, 1, 64], [2, 2, 300, 64]
+    result, log = run_child(fake_driver, tmp_path, "ppppiiiifi", "attention_bf16_64_128_64_0", [q, kv, kv, q],
+                            "bfloat16", {"causal": True, "scale": None})
+    assert result == "ok", result
+    grid, params = log[2].split(" block=")[0], log[2].split("params=")[1].split()
+    assert grid == "launch grid=16,1,1"
+    assert params[4:8] == ["i:16", "i:1", "i:300", "i:4"] and params[9] == "i:1"
 
 
 def test_bmm_folds_the_batch_into_grid_x(fake_driver, tmp_path):

@@ -190,11 +190,28 @@ def test_plan_attention_scale_and_causal():
     q = fakes("attention", {"B": 2, "H": 3, "S": 300, "D": 128}, torch.bfloat16)
     plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": True, "scale": None})
     assert tuple(plan["grid"]) == (3 * 6, 1, 1)
-    assert list(plan["ints"]) == [6, 300, 1]
+    assert list(plan["ints"]) == [6, 300, 300, 1, 1]  # B*H, S, Sk, G = H / Hkv, causal
     assert plan["floats"][0] == pytest.approx(math.log2(math.e) / math.sqrt(128), rel=1e-6)
     plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": False, "scale": 0.3})
-    assert list(plan["ints"]) == [6, 300, 0]
+    assert list(plan["ints"]) == [6, 300, 300, 1, 0]
     assert plan["floats"][0] == pytest.approx(0.3 * math.log2(math.e), rel=1e-6)
+
+
+def test_plan_attention_gqa_and_kv_length():
+    """k/v (B, Hkv, Sk, D): the grid follows the queries, G = H / Hkv picks each head's K/V."""
+    q = fakes("attention", {"B": 2, "H": 32, "Hkv": 8, "S": 1, "Sk": 4099, "D": 128}, torch.bfloat16)
+    assert [tuple(t.shape) for t in q] == [(2, 32, 1, 128), (2, 8, 4099, 128), (2, 8, 4099, 128), (2, 32, 1, 128)]
+    plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": True, "scale": None})
+    assert tuple(plan["grid"]) == (64, 1, 1)
+    assert list(plan["ints"]) == [64, 1, 4099, 4, 1]
+    bad = fakes("attention", {"B": 1, "H": 6, "Hkv": 4, "S": 5, "Sk": 5, "D": 128}, torch.bfloat16)
+    refused("attention_bf16_128_128_64_0", bad, {"causal": False, "scale": None}, op="attention", arg="k",
+            match="does not divide")
+    short = fakes("attention", {"B": 1, "H": 2, "S": 5, "Sk": 3, "D": 128}, torch.bfloat16)
+    refused("attention_bf16_128_128_64_0", short, {"causal": True, "scale": None}, op="attention", arg="q",
+            match="S=5 queries > Sk=3")
+    assert list(mod.plan("attention_bf16_128_128_64_0", short, {"causal": False, "scale": None})["ints"]) == \
+        [2, 5, 3, 1, 0]
 
 
 # ---- the aligned (`_a16`, TMA / 128-bit) twin is chosen only when its assumptions hold ---------------

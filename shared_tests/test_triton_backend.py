@@ -73,6 +73,38 @@ def test_attention_tma_builds_descriptors(triton_backend, monkeypatch):
                     ((2, 40, 64), [1, 32, 64])]
 
 
+@pytest.mark.parametrize("blocks", [(16, 16), (32, 16)])
+@pytest.mark.parametrize("h,hkv,s,sk", [(8, 2, 1, 300), (8, 2, 3, 300), (4, 1, 17, 200), (2, 2, 100, 300),
+                                        (8, 1, 2, 129)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("tma", [0, 1], ids=["ptr", "tma"])
+def test_attention_gqa_packed_and_split_kv(triton_backend, blocks, h, hkv, s, sk, causal, tma):
+    # 16-key tiles make every Sk >= 128 a split-KV (flash-decoding) launch with 64-key chunks: ragged last
+    # chunks, and (S=100, causal) chunks that some rows of a block cannot see at all. G*S <= BLOCK_M packs
+    # the G heads of a group into one tile (decode); (4, 1, 17) with 16 rows does not.
+    from tilerosetta.kernels.triton import attention
+
+    cfg = {"BLOCK_M": blocks[0], "BLOCK_N": blocks[1], "TMA": tma}
+    case = Case({"B": 2, "H": h, "Hkv": hkv, "S": s, "Sk": sk, "D": 64}, {"causal": causal})
+    q, k = torch.empty(2, h, s, 64, dtype=torch.float16), torch.empty(2, hkv, sk, 64, dtype=torch.float16)
+    launches = attention.prepare(q, k, k, q, {**triton_backend.default_config("attention", torch.float16, case.dims),
+                                              **cfg}, causal, None)
+    assert [lx.kernel.fn.__name__ for lx in launches] == ["attention_kernel", "combine_kernel"]
+    _check(triton_backend, "attention", torch.float16, case, cfg, seed=s * sk)
+
+
+def test_split_kv_plan():
+    from tilerosetta.kernels.attention_split import packed_rows, split_plan
+
+    assert split_plan(8, 4096, 64) == (16, 256)  # B=1 decode, Hkv=8: 8 tiles x 16 chunks of 4 key tiles
+    assert split_plan(128, 4096, 64) == (3, 1408)  # B=16: 3 chunks give ~2 programs per SM
+    assert split_plan(512, 4096, 64) == (1, 4096)  # B=64: the tiles fill the GPU alone
+    assert split_plan(8, 300, 64) == (1, 300)  # too few keys to be worth a combine
+    n, chunk = split_plan(2, 1000, 16)
+    assert chunk % 16 == 0 and (n - 1) * chunk < 1000 <= n * chunk
+    assert packed_rows(32, 8, 1, 16) and not packed_rows(32, 32, 1, 16) and not packed_rows(32, 8, 5, 16)
+
+
 @pytest.mark.parametrize("dtype", ALL, ids=dtype_name)
 @pytest.mark.parametrize("op", ["matmul", "bmm"])
 def test_matmul_many_groups(triton_backend, op, dtype):

@@ -10,6 +10,7 @@
 #      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'), MAX_CONFIGS (8),
 #      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
 #      SCALING=1 (`bench --scaling` after the bench, ~4 min; SCALING_ARGS e.g. "--budget-s 120"),
+#      HOSTPROF=1 (tools/host_cost_profile.py: where each backend's per-call host time goes, ~20 s),
 #      LLAMA=1 (tools/llama_gpu_check.py: the Llama model and the HF patch per backend against transformers fp32,
 #      prefill + 32 teacher-forced decode steps, ~1-2 min; LLAMA_ARGS, T_LLAMA (180 s)),
 #      E2E=1 (issue 14: `tilerosetta e2e` with every backend, best, transformers and torch.compile of it, 8
@@ -26,6 +27,8 @@
 #      Peers (issue 13): when gpu-peers/ parts were carried (tools/peers-bundle.sh), tools/gpu-peers-stage.sh
 #      checks/unpacks them first and the peers' runtime goes on PYTHONPATH; PEERS_SMOKE=1 runs
 #      tools/peers_smoke.py (T_SMOKE, 120 s) before the bench; SKIP_SUITE=1 skips the conformance suite.
+#      The cute_dsl backend (issue 18) imports the same CuTe DSL runtime: once the peers are staged,
+#      BACKENDS=cute_dsl TILEROSETTA_REQUIRE=cute_dsl runs its suite (a skip for a missing runtime fails).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}
@@ -71,7 +74,7 @@ else
   for b in ${backends//,/ }; do
     own=$(ls shared_tests/test_${b}_*.py 2>/dev/null | tr '\n' ' ')
     extra=""; [ "$b" = torch ] && extra=$(ls shared_tests/test_*.py | grep -v -e test_conformance -e test_random_shapes \
-      -e test_bad_inputs -e test_bench_gpu -e test_cutile_py_ -e test_triton_ -e test_tile_cpp_ -e test_cutile_rs_ | tr '\n' ' ')
+      -e test_bad_inputs -e test_bench_gpu -e test_cutile_py_ -e test_triton_ -e test_tile_cpp_ -e test_cutile_rs_ -e test_cute_dsl_ | tr '\n' ' ')
     k=""; for kv in ${SUITE_K:+${SUITE_K//;/ }}; do [ "${kv%%=*}" = "$b" ] && k="${kv#*=}"; done
     (timeout "${T_SUITE:-240}" gpu-bundle/run.sh shell python3 -m pytest -q -rs -p no:cacheprovider --backend "$b" ${k:+-k "$k"} \
        -n "${SUITE_WORKERS:-3}" --junitxml="$suite/junit-$b.xml" shared_tests/test_conformance.py \
@@ -138,6 +141,11 @@ if [ "${SCALING:-0}" = 1 ]; then  # how cost grows with size: its own scaling-*.
     ${SCALING_ARGS:-} > "$out/scaling.log" 2>&1; echo "scaling: exit $?"; tail -4 "$out/scaling.log"
   stamp "scaling"
 fi
+if [ "${HOSTPROF:-0}" = 1 ]; then  # issue 14 item 7: validated/raw us per call and a cProfile per backend
+  timeout 120 gpu-bundle/run.sh shell python3 tools/host_cost_profile.py "$out/host_cost_profile.json" \
+    > "$out/hostprof.log" 2>&1; echo "host cost profile: exit $?"; grep "^==" "$out/hostprof.log"
+  stamp "host cost profile"
+fi
 if [ "${LLAMA:-0}" = 1 ] || { [ "${E2E:-0}" = 1 ] && [ "${E2E_CHECK:-0}" = 1 ]; }; then
   # issue 14 item 4: the Llama model and the HF patch per backend vs transformers fp32 (~1-2 min)
   timeout "${T_LLAMA:-180}" gpu-bundle/run.sh shell python3 tools/llama_gpu_check.py "$out/llama_gpu_check.json" \
@@ -153,6 +161,6 @@ if [ "${E2E:-0}" = 1 ]; then  # issue 14 items 5-7: end to end per backend, best
 fi
 # The device tool returns at most 8 files from $OUT (run 9 lost its tuned_configs.json to that limit):
 # keep the results files and archives, pack the logs into one.
-( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log llama.log e2e.log shard-walltime.txt peers-*.txt peers-*.log 2>/dev/null || true) \
+( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log llama.log hostprof.log e2e.log shard-walltime.txt peers-*.txt peers-*.log 2>/dev/null || true) \
   && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs )
 ls "$out"

@@ -25,8 +25,8 @@ const std::map<std::string, Sig>& signatures() {
                  {"out", {"B", "H", "S", "D"}}}}},
       {"matmul", {{{"a", {"M", "K"}}, {"b", {"K", "N"}}, {"out", {"M", "N"}}}}},
       {"bmm", {{{"a", {"Bt", "M", "K"}}, {"b", {"Bt", "K", "N"}}, {"out", {"Bt", "M", "N"}}}}},
-      {"attention", {{{"q", {"B", "H", "S", "D"}}, {"k", {"B", "H", "S", "D"}},
-                      {"v", {"B", "H", "S", "D"}}, {"out", {"B", "H", "S", "D"}}}}},
+      {"attention", {{{"q", {"B", "H", "S", "D"}}, {"k", {"B", "Hkv", "Sk", "D"}},
+                      {"v", {"B", "Hkv", "Sk", "D"}}, {"out", {"B", "H", "S", "D"}}}}},
   };
   return sigs;
 }
@@ -252,12 +252,21 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
     double scale = 1.0 / std::sqrt(static_cast<double>(dm["D"]));
     if (params.contains("scale") && !py::object(params["scale"]).is_none()) scale = param_number(op, params, "scale");
     bool causal = param_flag(op, params, "causal", false);
-    // B*H first: the kernel views q, k, v, out as (B*H, S, D), see attention.cu.
+    // Memory: query head h reads K/V head h / (H / Hkv), inside k/v only when Hkv divides H.
+    if (dm["H"] % dm["Hkv"])
+      throw ArgError{op, "k", "k/v have Hkv=" + std::to_string(dm["Hkv"]) + " heads, which does not divide q's H=" +
+                                  std::to_string(dm["H"]) + " heads"};
+    if (causal && dm["S"] > dm["Sk"])
+      throw ArgError{op, "q", "causal with S=" + std::to_string(dm["S"]) + " queries > Sk=" + std::to_string(dm["Sk"]) +
+                                  " keys: the end-aligned mask leaves queries without any key"};
+    // B*H first: the kernel views q, out as (B*H, S, D) and k, v as (B*Hkv, Sk, D), see attention.cu.
     plan.ints.push_back(static_cast<std::int32_t>(dm["B"] * dm["H"]));
     plan.ints.push_back(static_cast<std::int32_t>(dm["S"]));
+    plan.ints.push_back(static_cast<std::int32_t>(dm["Sk"]));
+    plan.ints.push_back(static_cast<std::int32_t>(dm["H"] / dm["Hkv"]));
     plan.floats.push_back(static_cast<float>(scale * 1.4426950408889634));  // log2(e): kernel uses exp2
     plan.ints.push_back(causal ? 1 : 0);
-    kinds += "iifi";
+    kinds += "iiiifi";
     plan.grid[0] = flat({blocks(dm["S"], k.get("TQ")), dm["B"] * dm["H"]});
   } else {
     throw std::logic_error("no launch plan for op " + op);

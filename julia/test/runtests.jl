@@ -40,17 +40,21 @@ end
 ref_matmul(a, b) = b * a                              # out' = b' a'
 ref_bmm(a, b) = cat((b[:, :, i] * a[:, :, i] for i in axes(a, 3))...; dims=3)
 function ref_attention(q, k, v; causal=false, scale=nothing)
+    # q (D, S, H, B), k/v (D, Sk, Hkv, B): query head hi reads K/V head (hi - 1) ÷ (H ÷ Hkv) + 1; causal is
+    # aligned to the end of the keys (query qi sees keys ki <= qi + Sk - S).
     d, s, h, bt = size(q)
+    sk, hkv = size(k, 2), size(k, 3)
     sc = scale === nothing ? 1 / sqrt(d) : scale
     out = similar(q)
     for bi in 1:bt, hi in 1:h
-        scores = (k[:, :, hi, bi]' * q[:, :, hi, bi]) .* sc        # (keys, queries)
+        kh = (hi - 1) ÷ (h ÷ hkv) + 1
+        scores = (k[:, :, kh, bi]' * q[:, :, hi, bi]) .* sc        # (keys, queries)
         if causal
-            for qi in 1:s, ki in 1:s
-                ki > qi && (scores[ki, qi] = -Inf)
+            for qi in 1:s, ki in 1:sk
+                ki > qi + sk - s && (scores[ki, qi] = -Inf)
             end
         end
-        out[:, :, hi, bi] = v[:, :, hi, bi] * ref_softmax(scores)
+        out[:, :, hi, bi] = v[:, :, kh, bi] * ref_softmax(scores)
     end
     out
 end
@@ -146,8 +150,10 @@ tolerance(T, op) = T === Float32 ? (op in ("matmul", "bmm") ? 1e-3 : 1e-5) : 1e-
                 end
                 T === Float32 && continue          # the attention spec is fp16/bf16 only
                 @testset "attention causal=$causal" for causal in (false, true),
-                                                       (b, h, s, d) in ((1, 1, 1, 64), (1, 2, 129, 128), (1, 1, 300, 128))
-                    q, k, v = randn(d, s, h, b), randn(d, s, h, b), randn(d, s, h, b)
+                                                       (b, h, hkv, s, sk, d) in ((1, 1, 1, 1, 1, 64), (1, 2, 2, 129, 129, 128),
+                                                                                 (1, 1, 1, 300, 300, 128), (2, 8, 2, 1, 300, 128),
+                                                                                 (1, 4, 1, 17, 200, 64))
+                    q, k, v = randn(d, s, h, b), randn(d, sk, hkv, b), randn(d, sk, hkv, b)
                     out = CUDA.fill(T(NaN), d, s, h, b)
                     attention!(dev(q, T), dev(k, T), dev(v, T), out; causal)
                     check("attention", out, ref_attention(Float64.(T.(q)), Float64.(T.(k)), Float64.(T.(v)); causal))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ def size_class(dims: dict[str, int], op: str | None = None) -> str:
         from tilerosetta.specs import get_spec
 
         for k in get_spec(op).dim_choices:
-            if k in dims and k != "S":  # S only varies the random tests, it is not structural
+            if k in dims and k not in ("S", "Sk"):  # lengths only vary the random tests, they are not structural
                 cls += f"_{k}{int(dims[k])}"
     return cls
 
@@ -64,11 +65,34 @@ def _load_cached(path: str, mtime_ns: int) -> dict:
     return table
 
 
+_STAT_EVERY_S = 1.0  # how stale a file written by another process may look (a stat costs ~10 µs a call)
+_seen: dict[str, tuple[float, int]] = {}  # path -> (when last stat'ed, its mtime_ns then; -1: absent)
+_generation = 0  # bumped whenever a table's content may have changed: callers' memos key on it
+
+
+def generation() -> int:
+    """Changes whenever a table may hold other entries than before (record, or a newer file seen)."""
+    return _generation
+
+
+def _mtime(path: Path) -> int:
+    global _generation
+    key, now = str(path), time.monotonic()
+    seen = _seen.get(key)
+    if seen is None or now - seen[0] >= _STAT_EVERY_S:
+        mtime = path.stat().st_mtime_ns if path.exists() else -1
+        if seen is None or seen[1] != mtime:
+            _generation += 1
+        _seen[key] = seen = (now, mtime)
+    return seen[1]
+
+
 def load_table(path: str | os.PathLike = TABLE) -> dict:
     path = Path(path)
-    if not path.exists():
+    mtime = _mtime(path)
+    if mtime < 0:
         return empty_table()
-    return _load_cached(str(path), path.stat().st_mtime_ns)
+    return _load_cached(str(path), mtime)
 
 
 def lookup(backend: str, op: str, dtype, arch: str | None, dims: dict[str, int],
@@ -94,4 +118,5 @@ def record(backend: str, op: str, dtype, arch: str, dims: dict[str, int], config
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+    _seen.pop(str(path), None)  # the next read stats it again (and bumps the generation)
     return f"{backend}/{op}/{_dtype(dtype)}/{arch}/{cls}"

@@ -219,3 +219,27 @@ fn grid_counts_beyond_65535_on_axis_y_are_refused_before_launch() {
     let r = req("transpose", DType::F16, vec![t("x", 256, &[2, m]), t("out", 1 << 40, &[m, 2])]);
     assert!(ops::plan(&r).is_ok());
 }
+
+/// Grouped-query attention: k/v (B, Hkv, Sk, D) with Hkv | H, the plan's dims (B, H, S, D, Hkv, Sk); a Hkv
+/// that does not divide H and causal with S > Sk are refused (the first would read past k/v).
+#[test]
+fn attention_gqa_plan() {
+    let attn = |hkv: i64, s: i64, sk: i64, causal: f64| {
+        let mut r = req("attention", DType::BF16, vec![
+            t("q", 1 << 20, &[2, 32, s, 128]), t("k", 1 << 24, &[2, hkv, sk, 128]),
+            t("v", 1 << 26, &[2, hkv, sk, 128]), t("out", 1 << 28, &[2, 32, s, 128])]);
+        r.scalars = vec![("causal".into(), causal), ("scale".into(), 0.125)];
+        r
+    };
+    assert_eq!(ops::plan(&attn(8, 1, 4099, 1.0)).unwrap().dims, vec![2, 32, 1, 128, 8, 4099]);
+    assert_eq!(ops::plan(&attn(32, 7, 5, 0.0)).unwrap().dims, vec![2, 32, 7, 128, 32, 5]);
+    let e = err(&attn(6, 1, 64, 0.0));
+    assert_eq!(e.arg, "k");
+    assert!(e.message.contains("does not divide"), "{}", e.message);
+    let e = err(&attn(8, 7, 5, 1.0));
+    assert_eq!(e.arg, "q");
+    assert!(e.message.contains("S=7 queries > Sk=5"), "{}", e.message);
+    let mut r = attn(8, 1, 64, 0.0);
+    r.tensors[2] = t("v", 1 << 26, &[2, 8, 63, 128]).on("bf16", "cuda:0");
+    assert_eq!(err(&r).arg, "v");
+}

@@ -15,6 +15,7 @@ REGISTRY: dict[str, tuple[str, str, str]] = {
     "tile_cpp": ("tilerosetta.backends.tile_cpp", "TileCppBackend", "CUDA Tile C++ (pybind11)"),
     "cutile_rs": ("tilerosetta.backends.cutile_rs", "CuTileRsBackend", "cuTile-rs (PyO3)"),
     "cutile_jl": ("tilerosetta.backends.cutile_jl", "CuTileJlBackend", "cuTile.jl (juliacall)"),
+    "cute_dsl": ("tilerosetta.backends.cute_dsl", "CuteDslBackend", "CuTe DSL (nvidia-cutlass-dsl)"),
     # A peer, not one of ours: NVIDIA's own cuTile kernels, optional (included only where tilegym imports).
     "tilegym": ("tilerosetta.backends.tilegym_peer", "TileGymPeer", "NVIDIA TileGym (peer)"),
     # More peers, each optional, each timed as its users call it (returning form): never one of ours.

@@ -2,12 +2,17 @@
 `sdpa_flash`), each a row of its own.
 
 fa4         flash_attn.cute.flash_attn_func(q, k, v, softmax_scale=, causal=) from pip `flash-attn-4`
-            (CuTe DSL), q/k/v (B, S, H, D); returns (out, lse). Our (B, H, S, D) tensors are passed as
-            (B, S, H, D) views (transpose(1, 2), no copy: its kernels read strides) and out is viewed
-            back. Causal is top-left for equal lengths, as our spec's.
+            (CuTe DSL), q (B, S, H, D), k/v (B, Sk, Hkv, D); returns (out, lse). Our (B, H, S, D) tensors
+            are passed as (B, S, H, D) views (transpose(1, 2), no copy: its kernels read strides) and out is
+            viewed back. Grouped-query heads are native (k/v with fewer heads, H divisible by Hkv, the same
+            grouping as ours), and its causal mask is aligned to the bottom-right corner when S != Sk, as
+            our spec's (FlashAttention's flash_attn_func documentation); top-left for equal lengths.
 sdpa_cudnn  F.scaled_dot_product_attention under torch.nn.attention.sdpa_kernel(SDPBackend.CUDNN_ATTENTION)
 sdpa_flash  the same under SDPBackend.FLASH_ATTENTION (FlashAttention 2 in torch). The `torch` baseline
-            lets torch choose (cuDNN on an H200 with torch 2.11).
+            lets torch choose (cuDNN on an H200 with torch 2.11). GQA through enable_gqa=True; causal as
+            is_causal for S == Sk, no mask for S == 1 (one query sees every key). Causal with 1 < S < Sk
+            needs torch's causal_lower_right bias, which torch dispatches itself (nn/attention/bias.py)
+            around the pinned backend, so these peers refuse it rather than time another kernel.
 A pinned backend that cannot run a case raises (sdpa_kernel allows no fallback): the result is an error
 with torch's reason, never a silent other kernel.
 """
@@ -20,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from tilerosetta.backends.peer import PeerBackend, dist_version
+from tilerosetta.errors import TileRosettaError
 from tilerosetta.specs import OP_NAMES
 
 ONLY_ATTENTION = "an attention-only peer"
@@ -74,9 +80,17 @@ class _PinnedSdpa(PeerBackend):
         attn = mods["torch.nn.attention"]
         backend = getattr(attn.SDPBackend, self.sdp_backend)
 
+        name = self.name
+
         def attention(q, k, v, causal, scale):
+            s, sk = q.shape[-2], k.shape[-2]
+            if causal and 1 < s != sk:
+                raise TileRosettaError("attention", name, "causal",
+                                       f"causal with S={s} < Sk={sk} needs torch's causal_lower_right bias, which "
+                                       f"torch dispatches around the pinned {self.sdp_backend} backend")
             with attn.sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), scale=scale)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal) and s == sk, scale=scale,
+                                                      enable_gqa=q.shape[1] != k.shape[1])
         return {"attention": attention}
 
     def versions(self):

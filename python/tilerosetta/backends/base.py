@@ -320,14 +320,32 @@ class Backend:
         return {**self._valid_tuned(op, dtype, dims), **self.forced_config(op, dtype)}
 
     def config_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
-        """What a call with these dims uses: default_config with the forced keys on top."""
-        return {**self.default_config(op, dtype, dims), **self.forced_config(op, dtype)}
+        """What a call with these dims uses: default_config with the forced keys on top. Launch paths ask
+        on every call, so the answer is memoised per (op, dtype, dims) until set_config or the tuned table
+        changes (tuning.generation; tuning.lookup is in the key too, as tools and tests may swap it)."""
+        from tilerosetta import tuning
+
+        token = (tuning.generation(), tuning.lookup)
+        memo = self.__dict__.get("_config_memo")
+        if memo is None or memo[0] != token:
+            memo = self._config_memo = (token, {})
+        key = (op, dtype, tuple(dims.items()))
+        cfg = memo[1].get(key)
+        if cfg is None:
+            cfg = {**self.default_config(op, dtype, dims), **self.forced_config(op, dtype)}
+            if len(memo[1]) >= 4096:  # random shapes must not grow it without bound
+                memo[1].clear()
+            memo[1][key] = cfg
+            if token != (tuning.generation(), tuning.lookup):  # the lookup itself saw a newer table
+                self.__dict__.pop("_config_memo", None)
+        return dict(cfg)
 
     def set_config(self, op: str, dtype: torch.dtype, config: dict[str, Any] | None) -> None:
         """Force config's keys for later calls of op/dtype (None or {} restores the default). Sweeps use
         this. Refused (ValueError naming backend, op and knob) when check_config refuses it."""
         get_spec(op)
         forced = self.__dict__.setdefault("_forced_configs", {})
+        self.__dict__.pop("_config_memo", None)
         if not config:
             forced.pop((op, dtype), None)
             return

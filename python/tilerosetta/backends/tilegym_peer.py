@@ -327,6 +327,11 @@ def _attention(tg_op):
         if scale is not None and scale < 0:
             raise TileRosettaError("attention", NAME, "scale", f"{scale} < 0: TileGym applies the scale after the "
                                                                f"row max and the causal -inf mask (needs scale >= 0)")
+        if q.shape[1] != k.shape[1] or q.shape[2] != k.shape[2]:
+            # Bound for self-attention only: TileGym's own conventions for grouped heads and a longer key
+            # cache (which heads share, where a causal mask is aligned) are not checked by this binding.
+            raise TileRosettaError("attention", NAME, "k", f"k {tuple(k.shape)} differs from q {tuple(q.shape)} in "
+                                                           f"heads or length: bound for H == Hkv, S == Sk only")
         scaling = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
         return tg_op(q, k, v, scaling=scaling, is_causal=bool(causal), **CUTILE)
     return attention

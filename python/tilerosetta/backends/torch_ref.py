@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 
 from tilerosetta.backends.base import Backend
 
@@ -59,7 +60,7 @@ def bmm(a, b, out):
 
 
 def attention(q, k, v, out, causal, scale):
-    out.copy_(F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale))
+    out.copy_(_attention(q, k, v, causal, scale))
 
 
 # ---- the returning form: what a torch user calls (timed) --------------------------------------------
@@ -102,7 +103,20 @@ def _bmm(a, b):
 
 
 def _attention(q, k, v, causal, scale):
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    """As torch users call SDPA for GQA and a KV cache: enable_gqa when k/v have fewer heads (SDPA's own
+    grouping, k.repeat_interleave(H // Hkv, 1)); the spec's end-aligned causal mask is is_causal only for
+    S == Sk (SDPA's is_causal is top-left), nothing for S == 1 (one query sees every key; HF Llama passes
+    is_causal=q_len > 1 likewise) and torch's causal_lower_right bias for 1 < S < Sk. That bias is dispatched
+    by torch itself (nn/attention/bias.py: flash, memory-efficient or a materialised mask), without
+    enable_gqa on its fused paths, so k/v are repeated to H heads there, as HF's repeat_kv does."""
+    s, sk = q.shape[-2], k.shape[-2]
+    gqa = q.shape[1] != k.shape[1]
+    if causal and s != sk and s > 1:
+        if gqa:
+            g = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(s, sk), scale=scale)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal and s == sk, scale=scale, enable_gqa=gqa)
 
 
 RETURNING = {f.__name__[1:]: f for f in (_vector_add, _transpose, _softmax, _rms_norm, _layer_norm,

@@ -8,6 +8,8 @@ default configuration (or --config on top). Nothing runs on a GPU:
 - cutile_py: compiled here by the pinned tileiras (the launch's signature as a real tensor's JIT derives it);
 - tile_cpp: the cubin embedded in the built module (`make build-python`), for the default config's symbol;
 - triton: compiled here by Triton for the target (its own ptxas), with the launcher's signature.
+- cute_dsl: compiled here by CuTe DSL for the target (sm_90 -> sm_90a), the specialization a call of the
+  bench size would compile (variant, config, resident chunks).
 
 cutile_rs (the extension exposes compile sizes, not cubins: `cargo test` checks its SASS, rust/tests/sass.rs),
 cutile_jl (no Julia runtime) and the baselines/peers (not our kernels) are refused with that reason.
@@ -25,7 +27,7 @@ from tilerosetta import toolchain
 from tilerosetta.specs import SPECS, dtype_name
 from tilerosetta.specs.base import parse_dtype
 
-SUPPORTED = ("cutile_py", "tile_cpp", "triton")
+SUPPORTED = ("cutile_py", "tile_cpp", "triton", "cute_dsl")
 REFUSED = {
     "cutile_rs": "cuTile-rs compiles inside the Rust extension, which returns compile sizes, not cubins; its "
                  "SASS is checked by `cargo test` (rust/tests/sass.rs; `cargo test --release --test sass -- "
@@ -169,6 +171,35 @@ def _triton(op, dtype, case, arch, override):
     return out
 
 
+def _cute_dsl(op, dtype, case, arch, override):
+    import tempfile
+    from pathlib import Path
+
+    from tilerosetta.backends import cute_dsl as adapter
+    from tilerosetta.kernels.cute_dsl import KERNEL_MODULES, MISSING, variant_of
+
+    problem = adapter.runtime_problem()
+    if problem:
+        raise Refused(f"inspect cute_dsl.{op}: {problem}")
+    if op not in KERNEL_MODULES:
+        raise Refused(f"inspect cute_dsl.{op}: {MISSING.get(op, 'not implemented')}")
+    from tilerosetta.kernels.cute_dsl import common, kernel_module
+
+    spec = SPECS[op]
+    shapes = spec.shapes(case)
+    # meta tensors: no memory, address 0 (aligned), as a freshly allocated CUDA tensor's base would be
+    tensors = [torch.empty(shapes[n], dtype=dtype, device="meta") for n in list(spec.inputs) + list(spec.outputs)]
+    variant = variant_of(op, tensors)
+    cfg = adapter.specialization(op, dtype, variant, case.dims,
+                                 _config("cute_dsl", op, dtype, case.dims, override, arch))
+    target = adapter.target_arch(*divmod(int(arch.removeprefix("sm_")), 10))
+    fn, args = kernel_module(op).build(dtype, variant, cfg)
+    with tempfile.TemporaryDirectory() as d:
+        common.compile_for(fn, args, target, keep_dir=d)
+        data = next(Path(d).glob("*.cubin")).read_bytes()
+    return [Inspected(f"{k.name} ({target}, {variant} variant) config {cfg}", k, data) for k in cubin_mod.analyse(data)]
+
+
 def inspect(backend: str, op: str, dtype: str | None = None, arch: str = "sm_90", size: int = 0,
             config: dict | None = None) -> list[Inspected]:
     """The kernels one call would launch, analysed; raises Refused with the reason when it cannot."""
@@ -185,7 +216,7 @@ def inspect(backend: str, op: str, dtype: str | None = None, arch: str = "sm_90"
         raise Refused(f"inspect {backend}.{op}: arch '{arch}' is not a compile target: expected one of "
                       f"{', '.join(cubin_mod.SM_LIMITS)}")
     case = _bench_case(op, size)
-    fn = {"cutile_py": _cutile_py, "tile_cpp": _tile_cpp, "triton": _triton}[backend]
+    fn = {"cutile_py": _cutile_py, "tile_cpp": _tile_cpp, "triton": _triton, "cute_dsl": _cute_dsl}[backend]
     return fn(op, parse_dtype(resolve_dtype(backend, op, dtype)), case, arch, dict(config or {}))
 
 

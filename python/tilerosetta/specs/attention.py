@@ -1,7 +1,22 @@
-"""attention: flash-attention forward, softmax(q k^T * scale [+ causal mask]) v.
+"""attention: flash-attention forward, softmax(q k^T * scale [+ causal mask]) v, with grouped-query heads
+and a key length of its own.
 
-q, k, v, out are (B, H, S, D) with D in {64, 128}; scale defaults to 1/sqrt(D). Causal masking is
-top-left aligned (query i sees keys j <= i), as torch's is_causal for equal lengths.
+q and out are (B, H, S, D); k and v are (B, Hkv, Sk, D), D in {64, 128}; scale defaults to 1/sqrt(D).
+
+Grouped-query attention (GQA): Hkv divides H, and query head h reads key/value head h // (H / Hkv) (the
+grouping of torch SDPA's enable_gqa, i.e. k.repeat_interleave(H // Hkv, dim=1), and of FlashAttention's
+flash_attn_func when K/V have fewer heads). H == Hkv is ordinary multi-head attention, Hkv == 1 multi-query.
+
+Key length: S (queries) and Sk (keys) may differ: decode (S = 1 new token against a cache of Sk) and a
+prefill continuing a cache (S < Sk). The causal mask is aligned to the END of the keys (bottom-right): query
+i sees keys j <= i + Sk - S, i.e. the queries are the last S positions of the Sk-long sequence. This is
+FlashAttention's convention (flash_attn_func: "the causal mask is aligned to the bottom right corner") and
+torch's torch.nn.attention.bias.causal_lower_right; torch SDPA's plain is_causal=True is top-left
+(tril(diagonal=0)) and differs when S != Sk. For S == Sk both are the usual top-left triangle. Causal with
+S > Sk is refused: the first S - Sk queries would see no key at all.
+
+The symbols keep their pre-GQA names so that cases without Hkv/Sk (H == Hkv, S == Sk, every case and result
+before this extension) are unchanged: `dim_defaults` fills Hkv = H and Sk = S when a case omits them.
 """
 
 import math
@@ -13,42 +28,100 @@ from tilerosetta.specs.base import HALF_DTYPES, Case, OpSpec, Scaling, flag, pos
 HEAD_DIMS = (64, 128)
 
 
+def _case(b, h, s, d, hkv=None, sk=None, **params):
+    """A case; Hkv and Sk only when they differ from H and S (so MHA self-attention names stay as before)."""
+    dims = {"B": b, "H": h}
+    if hkv is not None and hkv != h:
+        dims["Hkv"] = hkv
+    dims["S"] = s
+    if sk is not None and sk != s:
+        dims["Sk"] = sk
+    dims["D"] = d
+    return Case(dims, params)
+
+
 class Attention(OpSpec):
     name = "attention"
-    summary = "out = softmax(q k^T * scale, causal?) v, D in {64, 128}"
-    inputs = {"q": ("B", "H", "S", "D"), "k": ("B", "H", "S", "D"), "v": ("B", "H", "S", "D")}
+    summary = "out = softmax(q k^T * scale, causal?) v; GQA (Hkv | H), Sk >= S keys, end-aligned causal mask"
+    inputs = {"q": ("B", "H", "S", "D"), "k": ("B", "Hkv", "Sk", "D"), "v": ("B", "Hkv", "Sk", "D")}
     outputs = {"out": ("B", "H", "S", "D")}
-    params = {"causal": flag(False, "top-left aligned causal mask"),
+    params = {"causal": flag(False, "causal mask aligned to the end of the keys (bottom-right)"),
               "scale": positive(None, "score scale; None means 1/sqrt(D)", optional=True)}
+    dim_defaults = {"Hkv": "H", "Sk": "S"}
     dtypes = HALF_DTYPES
-    dim_choices = {"D": HEAD_DIMS, "S": (1, 2, 17, 64, 65, 127, 128, 200, 257)}
+    dim_choices = {"D": HEAD_DIMS, "S": (1, 2, 17, 64, 65, 127, 128, 200, 257),
+                   "Sk": (1, 2, 17, 64, 65, 127, 128, 200, 257, 1000)}
     bound = "compute"
-    cases = tuple(Case({"B": b, "H": h, "S": s, "D": d}, {"causal": c}) for b, h, s, d in
+    cases = tuple(_case(b, h, s, d, causal=c) for b, h, s, d in
                   ((1, 1, 1, 64), (1, 2, 17, 64), (2, 3, 128, 64), (1, 2, 129, 128), (1, 1, 300, 128),
                    (2, 2, 64, 128)) for c in (False, True)) + (
-        Case({"B": 1, "H": 2, "S": 77, "D": 64}, {"causal": True, "scale": 0.3}),)
-    bench_cases = tuple(Case({"B": 4, "H": 32, "S": 4096, "D": d}, {"causal": c})
-                        for d in HEAD_DIMS for c in (False, True))
-    # bench --scaling: S from 128 to 32768 at a fixed B*H*S (B derived), D=128, not causal. 65536 keeps the
-    # float64 reference's S x S scores at S=32768 to ~17 GB per head pair.
+        _case(1, 2, 77, 64, causal=True, scale=0.3),) + tuple(
+        # GQA ratios 4 and 8, decode (S = 1), prefill continuing a cache (S < Sk), odd lengths, both D.
+        _case(b, h, s, d, hkv, sk, causal=c) for b, h, hkv, s, sk, d in
+        ((1, 8, 2, 65, 65, 64),      # GQA 4, self-attention, odd length
+         (2, 8, 1, 33, 33, 128),     # GQA 8 (multi-query), odd length
+         (2, 8, 2, 1, 300, 128),     # decode, GQA 4
+         (1, 16, 2, 1, 1000, 64),    # decode, GQA 8, long enough for a split-KV schedule
+         (1, 32, 8, 1, 4099, 128),   # decode, Llama 3.1 8B heads, split-KV with a ragged last split
+         (3, 4, 4, 1, 77, 64),       # decode, GQA 1
+         (1, 4, 1, 17, 200, 128),    # prefill continuing a cache, GQA 4
+         (2, 2, 2, 5, 129, 64),      # prefill continuing a cache, GQA 1
+         (1, 8, 1, 130, 257, 64),    # prefill continuing a cache, GQA 8, two query blocks
+         (1, 4, 1, 40, 1500, 64),    # prefill continuing a long cache: split-KV on the GPU tables
+         (1, 2, 2, 300, 1200, 128))  # split-KV where the causal limit leaves chunks without a visible key
+        for c in (False, True)) + (
+        _case(1, 4, 100, 64, 2, 33, causal=False),)  # more queries than keys (allowed when not causal)
+    bench_cases = tuple(_case(4, 32, 4096, d, causal=c) for d in HEAD_DIMS for c in (False, True)) + tuple(
+        # Llama 3.1 8B attention: GQA prefill (32 query heads, 8 KV heads) and decode at context 4096.
+        _case(1, 32, s, 128, 8, causal=True) for s in (2048, 4096)) + tuple(
+        _case(b, 32, 1, 128, 8, 4096, causal=True) for b in (1, 16, 64))
+    # bench --scaling: S = Sk from 128 to 32768 at a fixed B*H*S (B derived), D=128, not causal. 65536 keeps
+    # the float64 reference's S x S scores at S=32768 to ~17 GB per head pair.
     scaling = (Scaling(("S",), (128, 512, 2048, 8192, 32768), {"H": 2, "D": 128}, {"causal": False},
                        solve="B", product_of=("B", "H", "S"), product=65536),)
 
     def check_extra(self, dims, params):
         if dims["D"] not in HEAD_DIMS:
             return "q", f"head dim D={dims['D']} not supported; expected one of {HEAD_DIMS}"
+        if dims["H"] % dims["Hkv"]:
+            return "k", (f"k/v have Hkv={dims['Hkv']} heads, which does not divide q's H={dims['H']} heads "
+                         f"(grouped-query attention needs H % Hkv == 0)")
+        if params.get("causal") and dims["S"] > dims["Sk"]:
+            return "q", (f"causal with S={dims['S']} queries > Sk={dims['Sk']} keys: the end-aligned mask would "
+                         f"leave the first {dims['S'] - dims['Sk']} queries without any key")
         return None
 
+    def random_dims(self, dims, params):
+        """A drawn case made valid: Hkv a divisor of H, Sk >= S when causal."""
+        dims = dict(dims)
+        dims["Hkv"] = math.gcd(dims["H"], dims.get("Hkv", dims["H"]))
+        if params.get("causal"):
+            dims["Sk"] = max(dims.get("Sk", dims["S"]), dims["S"])
+        return dims
+
     def reference(self, params, q, k, v):
-        scale = params["scale"] if params["scale"] is not None else 1.0 / math.sqrt(q.shape[-1])
-        s = (q @ k.transpose(-1, -2)) * scale
+        b, h, s, d = q.shape
+        hkv, sk = k.shape[1], k.shape[2]
+        scale = params["scale"] if params["scale"] is not None else 1.0 / math.sqrt(d)
+        # Query heads h = kv * G + g share kv head kv: (B, Hkv, G*S, D) against (B, Hkv, Sk, D), so k and v
+        # are never repeated (the decode bench case would otherwise hold 64*32*4096*128 float64 twice).
+        g = h // hkv
+        scores = (q.reshape(b, hkv, g * s, d) @ k.transpose(-1, -2)) * scale
         if params["causal"]:
-            n = q.shape[-2]
-            mask = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
-            s = s.masked_fill(~mask, float("-inf"))
-        return {"out": torch.softmax(s, dim=-1) @ v}
+            i = torch.arange(s, device=q.device).repeat(g)[:, None]  # query index of each of the G*S rows
+            j = torch.arange(sk, device=q.device)[None, :]
+            scores = scores.masked_fill(j > i + (sk - s), float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v
+        return {"out": out.reshape(b, h, s, d)}
 
     def flops(self, case):
-        d = case.dims
-        total = 4 * d["B"] * d["H"] * d["S"] * d["S"] * d["D"]
-        return total // 2 if case.params.get("causal") else total
+        d = self.case_dims(case)
+        s, sk = d["S"], d["Sk"]
+        if case.params.get("causal"):
+            # Query i sees i + 1 + Sk - S keys: S * (Sk - S) full rows plus the S x S triangle, counted as
+            # S^2 / 2 as FlashAttention's benchmarks count causal work (so S == Sk gives half the dense
+            # count, as every result before GQA did; the exact triangle has S / 2 more pairs per head).
+            twice_pairs = 2 * s * (sk - s) + s * s
+        else:
+            twice_pairs = 2 * s * sk
+        return 2 * d["B"] * d["H"] * twice_pairs * d["D"]

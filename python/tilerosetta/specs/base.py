@@ -196,6 +196,9 @@ class OpSpec:
     bench_cases: ClassVar[tuple[Case, ...]] = ()  # benchmark sizes
     bound: ClassVar[str] = "memory"  # "memory" or "compute": which roofline ceiling applies
     dim_choices: ClassVar[dict[str, tuple[int, ...]]] = {}  # dims restricted to a few values (random tests)
+    # A symbol a case may omit, and the symbol whose value it then takes (attention: {"Hkv": "H", "Sk": "S"},
+    # so self-attention cases and their names stay as they were before k/v got shapes of their own).
+    dim_defaults: ClassVar[dict[str, str]] = {}
     scaling: ClassVar[tuple[Scaling, ...]] = ()  # size sweeps of `bench --scaling` (how cost grows with size)
     # How benchmark inputs are drawn: name -> description, the first is the headline. Benchmarks use
     # inputs like real activations (make_bench_inputs); make_inputs' stress distributions (x30 logits,
@@ -211,10 +214,22 @@ class OpSpec:
     def flops(self, case: Case) -> int:
         raise NotImplementedError
 
+    def case_dims(self, case: Case) -> dict[str, int]:
+        """The case's dims with every omitted `dim_defaults` symbol filled in."""
+        dims = dict(case.dims)
+        for sym, like in self.dim_defaults.items():
+            if sym not in dims and like in dims:
+                dims[sym] = dims[like]
+        return dims
+
+    def random_dims(self, dims: dict[str, int], params: dict[str, Any]) -> dict[str, int]:
+        """Randomly drawn dims made valid where the op constrains them jointly (random-shape tests)."""
+        return dims
+
     def bytes_moved(self, case: Case, dtype: torch.dtype) -> int:
         """Fewest bytes: each input read once, each output written once."""
         size = torch.tensor([], dtype=dtype).element_size()
-        dims = case.dims
+        dims = self.case_dims(case)
         total = 0
         for shape in list(self.inputs.values()) + list(self.outputs.values()):
             total += math.prod(eval_dim(e, dims) for e in shape)
@@ -238,7 +253,8 @@ class OpSpec:
     # ---- shapes and inputs ------------------------------------------------------------------
     def shapes(self, case: Case) -> dict[str, tuple[int, ...]]:
         sym = {**self.inputs, **self.outputs}
-        return {n: tuple(eval_dim(e, case.dims) for e in s) for n, s in sym.items()}
+        dims = self.case_dims(case)
+        return {n: tuple(eval_dim(e, dims) for e in s) for n, s in sym.items()}
 
     def make_inputs(self, case: Case, dtype: torch.dtype, device, generator: torch.Generator):
         """Fresh random inputs (standard normal unless an op overrides it); never zeros."""

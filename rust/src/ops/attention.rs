@@ -1,5 +1,9 @@
-//! attention: out = softmax(q k^T * scale [causal]) v, q/k/v/out (B, H, S, D), D in {64, 128},
-//! fp16/bf16 with fp32 accumulation.
+//! attention: out = softmax(q k^T * scale [causal]) v, q/out (B, H, S, D), k/v (B, Hkv, Sk, D) with
+//! Hkv | H (grouped-query: query head h reads K/V head h / G, G = H / Hkv), D in {64, 128}, fp16/bf16
+//! with fp32 accumulation. The causal mask is aligned to the end of the keys: query i sees keys
+//! j <= i + Sk - S (plan refuses causal with S > Sk).
+//!
+//! No split-KV (flash-decoding) schedule here: bench/GAPS.md says why.
 //!
 //! Flash-attention forward: one tile block per (batch*head, BM query rows); it streams BN keys at a
 //! time, keeping a running max m, running sum l and an un-normalised BM x D accumulator (online
@@ -18,7 +22,8 @@ pub mod kernel {
     use cutile::core::*;
 
     /// Grid (B*H, S/BM), from the output partition (head fastest; a query-block-fastest grid needs an
-    /// unpartitioned or mapped output, not done yet).
+    /// unpartitioned or mapped output, not done yet). B*H is on grid x (no 65535 limit); the K/V
+    /// row set of head bh is bh / G with G = (B*H) / (B*Hkv) = H / Hkv, read from the views' shapes.
     /// FOLD == 1 (scale > 0): the scale (times log2 e) is applied to the BM row maxima and folded
     /// into one FFMA per score, exp2(s*c - m*c) with m kept in scaled units; max(s*c) = max(s)*c
     /// needs c > 0. FOLD == 0 (scale <= 0): the scores are scaled first, as the max needs.
@@ -41,6 +46,11 @@ pub mod kernel {
         let bh = pid.0;
         let mb = pid.1;
         let s_len: i32 = get_shape_dim(k.shape(), 1i32);
+        let q_len: i32 = get_shape_dim(q.shape(), 1i32);
+        let group: i32 = get_shape_dim(q.shape(), 0i32) / get_shape_dim(k.shape(), 0i32);
+        let kvh: i32 = bh / group;
+        // End-aligned causal mask: query row i sees keys j <= i + off.
+        let off: i32 = s_len - q_len;
 
         let tq: Tile<T, { [1, BM, D] }> = q.load_tile(shape![1, BM, D], [bh, mb, 0i32]);
         let tq: Tile<T, { [BM, D] }> = tq.reshape(shape![BM, D]);
@@ -56,23 +66,24 @@ pub mod kernel {
         let offs_m: Tile<i32, { [BM] }> = iota(shape![BM]);
         let offs_m: Tile<i32, { [BM, 1] }> = offs_m.reshape(shape![BM, 1]) + broadcast_scalar(mb * BM, shape![BM, 1]);
         let offs_m: Tile<i32, { [BM, BN] }> = offs_m.broadcast(shape![BM, BN]);
+        let limit: Tile<i32, { [BM, BN] }> = offs_m + broadcast_scalar(off, shape![BM, BN]);
         let s_tile: Tile<i32, { [BM, BN] }> = broadcast_scalar(s_len, shape![BM, BN]);
         let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, shape![BM, BN]);
 
-        // Key tiles [0, n_full) are inside S and (CAUSAL) visible to every row of the block: their last
-        // key (j+1)*BN - 1 is <= the first row mb*BM and < S. They run without the mask; the tiles
-        // [n_full, n_kv) (the S tail, the causal diagonal) pay for it. n_full <= n_kv always.
+        // Key tiles [0, n_full) are inside Sk and (CAUSAL) visible to every row of the block: their last
+        // key (j+1)*BN - 1 is <= the first row's limit mb*BM + off and < Sk. They run without the mask;
+        // the tiles [n_full, n_kv) (the Sk tail, the causal diagonal) pay for it. n_full <= n_kv always.
         let mut kv_end: i32 = s_len;
         let mut n_full: i32 = s_len / BN;
         if CAUSAL == 1i32 {
-            kv_end = min((mb + 1i32) * BM, s_len);
-            n_full = min(mb * BM + 1i32, s_len) / BN;
+            kv_end = min((mb + 1i32) * BM + off, s_len);
+            n_full = min(mb * BM + 1i32 + off, s_len) / BN;
         }
         let n_kv: i32 = ceil_div(kv_end, BN);
 
         // Unmasked main loop (FOLD == 1: no separate multiply, no select; see the entry comment).
         for j in 0i32..n_full {
-            let kt: Tile<T, { [1, BN, D] }> = k.load_tile(shape![1, BN, D], [bh, j, 0i32]);
+            let kt: Tile<T, { [1, BN, D] }> = k.load_tile(shape![1, BN, D], [kvh, j, 0i32]);
             let kt: Tile<T, { [BN, D] }> = kt.reshape(shape![BN, D]);
             let kt_t: Tile<T, { [D, BN] }> = kt.transpose();
             let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
@@ -98,17 +109,17 @@ pub mod kernel {
             l_i = l_i * alpha + row_sum.reshape(shape![BM, 1]);
             acc = acc * alpha.broadcast(shape![BM, D]);
 
-            let vt: Tile<T, { [1, BN, D] }> = v.load_tile(shape![1, BN, D], [bh, j, 0i32]);
+            let vt: Tile<T, { [1, BN, D] }> = v.load_tile(shape![1, BN, D], [kvh, j, 0i32]);
             let vt: Tile<T, { [BN, D] }> = vt.reshape(shape![BN, D]);
             let pt: Tile<T, { [BM, BN] }> = convert_tile(p);
             acc = mma(pt, vt, acc);
             m_i = m_new;
         }
-        // Masked tail: keys >= S (zero-padded K/V) and (CAUSAL) keys after each row get -inf. Tile 0
-        // holds key 0, visible to every row (rows >= S included), so m is finite after it; a row
+        // Masked tail: keys >= Sk (zero-padded K/V) and (CAUSAL) keys after each row's limit get -inf.
+        // Tile 0 holds key 0, visible to every row (rows >= S included), so m is finite after it; a row
         // with every key of a later tile masked keeps m and gets p = exp2(-inf) = 0 there.
         for j in n_full..n_kv {
-            let kt: Tile<T, { [1, BN, D] }> = k.load_tile(shape![1, BN, D], [bh, j, 0i32]);
+            let kt: Tile<T, { [1, BN, D] }> = k.load_tile(shape![1, BN, D], [kvh, j, 0i32]);
             let kt: Tile<T, { [BN, D] }> = kt.reshape(shape![BN, D]);
             let kt_t: Tile<T, { [D, BN] }> = kt.transpose();
             let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
@@ -119,7 +130,7 @@ pub mod kernel {
             let cols: Tile<i32, { [BM, BN] }> = offs_n + broadcast_scalar(j * BN, shape![BM, BN]);
             let mut keep: Tile<bool, { [BM, BN] }> = lt_tile(cols, s_tile);
             if CAUSAL == 1i32 {
-                keep = keep & ge_tile(offs_m, cols);
+                keep = keep & ge_tile(limit, cols);
             }
             let qk: Tile<f32, { [BM, BN] }> = select(keep, qk, neg_inf);
             let row_max: Tile<f32, { [BM] }> = reduce_max(qk, 1);
@@ -139,7 +150,7 @@ pub mod kernel {
             l_i = l_i * alpha + row_sum.reshape(shape![BM, 1]);
             acc = acc * alpha.broadcast(shape![BM, D]);
 
-            let vt: Tile<T, { [1, BN, D] }> = v.load_tile(shape![1, BN, D], [bh, j, 0i32]);
+            let vt: Tile<T, { [1, BN, D] }> = v.load_tile(shape![1, BN, D], [kvh, j, 0i32]);
             let vt: Tile<T, { [BN, D] }> = vt.reshape(shape![BN, D]);
             let pt: Tile<T, { [BM, BN] }> = convert_tile(p);
             acc = mma(pt, vt, acc);
@@ -162,26 +173,42 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     if q[3] != 64 && q[3] != 128 {
         return Err(ArgError::new(op, "q", format!("head dim D={} not supported; expected 64 or 128", q[3])));
     }
-    for (i, name) in [(1, "k"), (2, "v"), (3, "out")] {
+    // k and v are (B, Hkv, Sk, D); out is q's shape.
+    let kd = check_tensor(op, &t[1], 4, req.dtype)?;
+    for (i, name) in [(1, "k"), (2, "v")] {
         let x = check_tensor(op, &t[i], 4, req.dtype)?;
-        for (d, dn) in ["B", "H", "S", "D"].iter().enumerate() {
-            expect_dim(op, name, &format!("dim {d} ({dn})"), x[d], q[d])?;
-        }
+        expect_dim(op, name, "dim 0 (B)", x[0], q[0])?;
+        expect_dim(op, name, "dim 1 (Hkv)", x[1], kd[1])?;
+        expect_dim(op, name, "dim 2 (Sk)", x[2], kd[2])?;
+        expect_dim(op, name, "dim 3 (D)", x[3], q[3])?;
+    }
+    let x = check_tensor(op, &t[3], 4, req.dtype)?;
+    for (d, dn) in ["B", "H", "S", "D"].iter().enumerate() {
+        expect_dim(op, "out", &format!("dim {d} ({dn})"), x[d], q[d])?;
+    }
+    // Memory: query head h reads K/V head h / (H / Hkv), inside k/v only when Hkv divides H.
+    if q[1] % kd[1] != 0 {
+        return Err(ArgError::new(op, "k", format!("k/v have Hkv={} heads, which does not divide q's H={} heads", kd[1], q[1])));
     }
     check_no_alias(op, req.dtype, &t[3], &[&t[0], &t[1], &t[2]])?;
     let causal = req.scalar("causal")?;
     if causal != 0.0 && causal != 1.0 {
         return Err(ArgError::new(op, "causal", format!("expected a bool, got {causal}")));
     }
+    if causal == 1.0 && q[2] > kd[2] {
+        return Err(ArgError::new(op, "q", format!("causal with S={} queries > Sk={} keys: the end-aligned mask leaves queries without any key", q[2], kd[2])));
+    }
     let scale = req.scalar("scale")?;
     if !scale.is_finite() {
         return Err(ArgError::new(op, "scale", format!("expected a finite number, got {scale}")));
     }
     let cfg = config::resolve(op, req.dtype, &[("S", q[2] as i64), ("D", q[3] as i64)], &req.config)?;
-    Ok(Plan { dims: q, cfg })
+    // (B, H, S, D, Hkv, Sk): launch views k and v with the last two (`specs_for`).
+    Ok(Plan { dims: vec![q[0], q[1], q[2], q[3], kd[1], kd[2]], cfg })
 }
 
-/// dims = (B, H, S, D); causal chooses the CAUSAL generic. The kernel for a positive scale (FOLD = 1,
+/// dims = (B, H, S, D) (compile-only: Hkv = H, Sk = S; a plan's dims add Hkv, Sk); causal chooses the
+/// CAUSAL generic. The kernel for a positive scale (FOLD = 1,
 /// the usual case and the one the tests and tables compile); `specs_for` gives the other.
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32], causal: bool) -> Vec<KernelSpec> {
     specs_for(dtype, cfg, dims, causal, true)
@@ -190,16 +217,19 @@ pub fn specs(dtype: DType, cfg: &Config, dims: &[i32], causal: bool) -> Vec<Kern
 /// `scale_pos`: scale > 0, so the scale can be folded into the exp2 argument (FOLD generic).
 pub fn specs_for(dtype: DType, cfg: &Config, dims: &[i32], causal: bool, scale_pos: bool) -> Vec<KernelSpec> {
     let (bh, s, d) = (dims[0] * dims[1], dims[2], dims[3]);
+    // A plan's dims are (B, H, S, D, Hkv, Sk); compile-only dims (B, H, S, D[, causal]) mean Hkv = H, Sk = S.
+    let (bhkv, sk) = if dims.len() >= 6 { (dims[0] * dims[4], dims[5]) } else { (bh, s) };
     let g = |k: &str| config::get(cfg, k).to_string();
-    // q, k, v, out (B, H, S, D) are seen as (B*H, S, D).
+    // q, out (B, H, S, D) are seen as (B*H, S, D); k, v (B, Hkv, Sk, D) as (B*Hkv, Sk, D).
     let view = |name, i| ArgView::contiguous(name, i, &[bh, s, d]);
+    let kv_view = |name, i| ArgView::contiguous(name, i, &[bhkv, sk, d]);
     let (c, f) = ((causal as i32).to_string(), (scale_pos as i32).to_string());
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
         function: "attention",
         generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), d.to_string(), c, f],
-        args: vec![view("out", 3), view("q", 0), view("k", 1), view("v", 2)],
+        args: vec![view("out", 3), view("q", 0), kv_view("k", 1), kv_view("v", 2)],
         options: config::compile_options(cfg),
     }]
 }
@@ -210,7 +240,7 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
     let causal = req.scalar("causal").map_err(|e| e.to_string())? == 1.0;
     let scale = req.scalar("scale").map_err(|e| e.to_string())?;
     let spec = specs_for(req.dtype, &plan.cfg, &plan.dims, causal, scale > 0.0).remove(0);
-    // SAFETY: validated contiguous (B, H, S, D) torch tensors, seen as (B*H, S, D); see ArgView::borrow.
+    // SAFETY: validated contiguous (B, H, S, D) / (B, Hkv, Sk, D) torch tensors, seen as 3-D; see ArgView::borrow.
     let (mut out, q, k, v) = unsafe {
         let a = &spec.args;
         (a[0].borrow::<T>(rt, req), a[1].borrow::<T>(rt, req), a[2].borrow::<T>(rt, req), a[3].borrow::<T>(rt, req))

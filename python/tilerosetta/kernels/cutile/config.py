@@ -15,6 +15,8 @@ from __future__ import annotations
 import itertools
 from typing import Any, NamedTuple
 
+from tilerosetta.kernels.attention_split import H200_SMS, packed_rows, split_plan
+
 OPS = ("vector_add", "transpose", "softmax", "rms_norm", "layer_norm", "silu_and_mul", "rope", "matmul",
        "bmm", "attention")
 ROW_OPS = ("softmax", "rms_norm", "layer_norm")
@@ -232,12 +234,21 @@ def plan_matmul(bt: int, m: int, n: int, k: int, cfg: dict[str, Any]) -> dict[st
             "WARPS": 0 if small else cfg.get("WARPS", 0), "CTAS": 0 if small else cfg.get("CTAS", 0)}
 
 
-def plan_attention(bh: int, s: int, d: int, cfg: dict[str, Any]) -> dict[str, Any]:
-    bm = max(16, min(cfg["BM"], next_pow2(s)))
-    bn = max(16, min(cfg["BN"], next_pow2(s)))
-    full = bm == cfg["BM"] and bn == cfg["BN"]  # clamped (short S) tiles: leave the hints to the compiler
-    # Flat grid (query blocks x B*H on axis x, unflattened in-kernel): B*H may exceed grid y's 65535.
-    return {"BM": bm, "BN": bn, "D": d, "grid": check_grid((cdiv(s, bm) * bh, 1, 1)),
+def plan_attention(b: int, h: int, hkv: int, s: int, sk: int, d: int, cfg: dict[str, Any],
+                   sms: int = H200_SMS) -> dict[str, Any]:
+    """Rows (NQ row sets of M rows: per head, or a group's G heads packed), tiles and the split-KV schedule
+    (kernels/attention_split.py)."""
+    packed = packed_rows(h, hkv, s, cfg["BM"])
+    nq, m, gq = (b * hkv, (h // hkv) * s, 1) if packed else (b * h, s, h // hkv)
+    bm = max(16, min(cfg["BM"], next_pow2(m)))
+    bn = max(16, min(cfg["BN"], next_pow2(sk)))
+    full = bm == cfg["BM"] and bn == cfg["BN"]  # clamped (short) tiles: leave the hints to the compiler
+    tiles = nq * cdiv(m, bm)
+    n_split, chunk = split_plan(tiles, sk, bn, sms)
+    # Flat grid (splits x row blocks x row sets on axis x, unflattened in-kernel): B*H may exceed grid y's
+    # 65535.
+    return {"BM": bm, "BN": bn, "D": d, "NQ": nq, "M": m, "GQ": gq, "n_split": n_split, "CT": chunk // bn,
+            "grid": check_grid((tiles * n_split, 1, 1)), "combine_grid": check_grid((tiles, 1, 1)),
             "OCC": cfg.get("OCC", 0) if full else 0, "WARPS": cfg.get("WARPS", 0) if full else 0}
 
 

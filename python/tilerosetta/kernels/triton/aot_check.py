@@ -108,7 +108,7 @@ def main(argv=None):
             for case, cfg in cases(op, dtype):
                 dims = case.dims
                 for kernel, sig, consts, w, s in variants(op, dtype, case, cfg):
-                    aligned = all(v % 16 == 0 for k, v in dims.items() if k not in ("B", "H", "Bt"))
+                    aligned = all(v % 16 == 0 for k, v in dims.items() if k not in ("B", "H", "Hkv", "Bt"))
                     key = (op, kernel.fn.__name__, dtype_name(dtype), tuple(sorted(consts.items())),
                            tuple(sig.items()), w, s, aligned)
                     if key in seen:

@@ -1,0 +1,50 @@
+"""The schedule choices every language's attention shares: grouped-query packing and split-KV.
+
+Grouped-query packing: when the G = H / Hkv query heads of one key/value head hold few rows together
+(G * S <= the query tile, e.g. decode: G rows), they are one tile of G * S rows against their shared K/V:
+q and out, (B, H, S, D) row-major, are then the (B * Hkv, G * S, D) view, row r being head r // S, query
+r % S. K/V are read once per group instead of once per head, and a decode tile holds G real rows, not 1.
+Otherwise each (b, h) is its own row set ((B * H, S, D)) and reads K/V head (b * H + h) // G.
+
+Split-KV (flash-decoding): when those row tiles are too few to fill the GPU (decode at small batch: B=1,
+Hkv=8 gives 8 tiles for 132 SMs), the keys are cut into `n_split` chunks of `chunk` keys (a multiple of the
+key tile); each (tile, chunk) program writes its partial row max m, row sum l and unnormalised fp32
+accumulator to a workspace, and a combine kernel merges them: out = sum_s 2^(m_s - M) acc_s /
+sum_s 2^(m_s - M) l_s with M = max_s m_s (scores in log2 units). A chunk a row cannot see (causal) gives
+m = -inf, l = 0, acc = 0 and weight 0; chunk 0 holds key 0, which every row sees, so M is finite.
+"""
+
+from __future__ import annotations
+
+H200_SMS = 132  # without a GPU (interpreter, compile checks) the plan is made for the H200
+MIN_SPLIT_BLOCKS = 4  # key tiles per chunk at least: fewer, and the combine's traffic stops paying off
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def packed_rows(h: int, hkv: int, s: int, block_m: int) -> bool:
+    """True when the G = h / hkv heads of a group are one row tile (G * S <= block_m), G > 1."""
+    g = h // hkv
+    return g > 1 and g * s <= block_m
+
+
+def split_plan(tiles: int, sk: int, block_n: int, sms: int = H200_SMS) -> tuple[int, int]:
+    """(n_split, chunk): 1 split (chunk = sk) when `tiles` programs already fill `sms` SMs or the keys are
+    too few; else about two programs per SM, each chunk at least MIN_SPLIT_BLOCKS key tiles."""
+    min_chunk = MIN_SPLIT_BLOCKS * block_n
+    if tiles >= sms or sk < 2 * min_chunk:
+        return 1, sk
+    n_split = min(cdiv(sk, min_chunk), cdiv(2 * sms, tiles))
+    chunk = cdiv(cdiv(sk, n_split), block_n) * block_n
+    return cdiv(sk, chunk), chunk
+
+
+def device_sms(device) -> int:
+    """SM count of a CUDA device (cached by torch), H200_SMS for anything else."""
+    import torch
+
+    if getattr(device, "type", device) == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return H200_SMS
