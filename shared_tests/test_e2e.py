@@ -314,3 +314,24 @@ def test_a_backend_with_add_rms_norm_gets_the_fused_call(monkeypatch):
     assert "add(residual)" not in fused.where
     if "add_rms_norm" not in plain.where:  # before the add_rms_norm op exists: the unfused path, said so
         assert plain.where["add(residual)"].startswith("torch (")
+
+
+def test_an_op_the_backend_lacks_runs_on_torch_and_says_so(monkeypatch):
+    """A backend without some op (cute_dsl has no matmul or attention yet): the model runs torch's op for
+    it, names the backend's reason in `where` and `fallbacks`, and the logits are torch's."""
+    from tilerosetta.models.llama import LlamaConfig
+    tri = backends.get("triton")
+    if not tri.is_available()[0]:
+        pytest.skip(f"triton unavailable: {tri.is_available()[1]}")
+    impls = {k: v for k, v in tri.implementations().items() if k != "matmul"}
+    monkeypatch.setattr(tri, "implementations", lambda: impls)
+    monkeypatch.setattr(tri, "missing", lambda: {"matmul": "not written yet (test)"})
+    cfg = LlamaConfig(hidden=128, heads=4, kv_heads=2, head_dim=64, mlp=256, vocab=101, layers=1, rope_original_max=32)
+    state = {k: v.bfloat16() for k, v in random_state(cfg, 0).items()}
+    ids = torch.randint(0, 101, (1, 5), generator=torch.Generator().manual_seed(0))
+    m = LlamaModel(cfg, state, "triton")
+    got = m(ids).float()
+    assert m.where["matmul"] == "torch (fallback: matmul: torch (triton has no matmul: not written yet (test)))"
+    assert m.where["rms_norm"] == "triton" and any("triton has no matmul" in f for f in m.fallbacks)
+    ref = LlamaModel(cfg, state, "torch")(ids).float()
+    assert (got - ref).abs().max().item() < 0.05

@@ -6,9 +6,10 @@ BoundOp (backend="best": per op the fastest of ours in the latest committed benc
 KV-cache writes and argmax stay in torch. Attention asks the op's spec whether it accepts the call as is
 (GQA heads, decode Sq=1, Sq < Sk), and uses our op whenever it does. Where our ops cannot express a call,
 the model uses torch and records why in `model.fallbacks`, and `model.where` says which backend ran each
-kind of call, so a report never claims a kernel that did not run. Today (a spec without GQA/Sq<Sk):
-  - attention with Sq < Sk (decode, prefill continuing a cache): torch SDPA;
-  - attention in float32: the attention spec's dtypes are fp16/bf16.
+kind of call, so a report never claims a kernel that did not run:
+  - an op the backend lacks (cute_dsl has no matmul or attention yet): the torch backend's op;
+  - attention the backend's spec refuses (fp32: the attention spec's dtypes are fp16/bf16; Sq < Sk or GQA
+    on a spec without them): torch SDPA.
 The rotary table lives on the device (no host work per step), so a decode step can be captured in a CUDA
 graph.
 Linear weights are kept transposed once, (in, out) contiguous, because our matmul takes b as (K, N) and
@@ -77,6 +78,7 @@ class Ops:
         self.choice = dict(choice or {})  # op -> backend for ops not served by `backend`
         self.fallbacks: set[str] = set()
         self.where: dict[str, str] = {}
+        self._missing: dict[tuple, str | None] = {}
         self._bound = {}
         self._custom = custom_ops
         self._verdicts: dict[tuple, str | None] = {}
@@ -93,7 +95,20 @@ class Ops:
                              backends.get(self.backend_of("attention")).dtypes("attention"))
 
     def backend_of(self, op: str) -> str:
-        return self.choice.get(op, self.name if self.name != "best" else "torch")
+        """The backend that runs `op`: the chosen one, or torch when it lacks the op (see missing_why)."""
+        name = self.choice.get(op, self.name if self.name != "best" else "torch")
+        return name if self.missing_why(op, name) is None else "torch"
+
+    def missing_why(self, op: str, name: str | None = None) -> str | None:
+        """Why the chosen backend cannot serve `op` at all (it lacks the op), or None. The model then runs
+        the torch backend's op for it, and `where`/`fallbacks` say so."""
+        name = name or self.choice.get(op, self.name if self.name != "best" else "torch")
+        key = (op, name)
+        if key not in self._missing:  # asked on every call: decided once
+            b = backends.get(name)
+            self._missing[key] = (None if name == "torch" or op in b.implementations() else
+                                  f"{name} has no {op}: {b.missing().get(op, 'not implemented')}")
+        return self._missing[key]
 
     def _note(self, kind: str, ran: str):
         if not torch.compiler.is_compiling():
@@ -106,7 +121,11 @@ class Ops:
 
     def _run(self, op, inputs, out_shapes, kind=None, **params):
         name = self.backend_of(op)
-        self._note(kind or op, name)
+        why = self.missing_why(op)
+        if why is None:
+            self._note(kind or op, name)
+        else:
+            self._fallback(kind or op, f"{op}: torch ({why})")
         if self._custom:
             return getattr(self._ns[name], op)(*inputs, *params.values())
         bound = self._bound.get(op)
