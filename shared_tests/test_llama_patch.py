@@ -155,3 +155,16 @@ def test_patched_prefill_continuing_a_cache_is_causal_from_the_end(dtype):
             outs.append(m(chunk, past_key_values=past, use_cache=True).logits.float())
     tol = FP32_TOL if dtype == torch.float32 else BF16_TOL
     assert (outs[0] - outs[1]).abs().max().item() < tol
+
+
+def test_patch_of_a_backend_without_attention_falls_back_and_says_why(monkeypatch):
+    """cute_dsl has no attention yet: the patched model runs SDPA for it, names the reason, and still agrees."""
+    need("triton")
+    tri = backends.get("triton")
+    impls = {k: v for k, v in tri.implementations().items() if k != "attention"}
+    monkeypatch.setattr(tri, "implementations", lambda: impls)
+    monkeypatch.setattr(tri, "missing", lambda: {"attention": "not written yet (test)"})
+    ids = torch.randint(0, 97, (1, 9), generator=torch.Generator().manual_seed(7))
+    ref, got, model = logits_pair("triton", torch.bfloat16, ids)
+    assert any("triton has no attention: not written yet (test)" in f for f in model.tilerosetta_fallbacks)
+    assert (got - ref).abs().max().item() < BF16_TOL

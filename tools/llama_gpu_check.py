@@ -35,7 +35,7 @@ def main():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--steps", type=int, default=32)
-    ap.add_argument("--backends", default="torch,cutile_py,triton,tile_cpp,cutile_rs,cutile_jl,best")
+    ap.add_argument("--backends", default="", help="comma-separated (default: torch, every backend of ours, best)")
     ap.add_argument("--max-seconds", type=float, default=150.0, help="start no new backend after this")
     ap.add_argument("--smoke-cpu", action="store_true", help="tiny config on CPU, to check this script runs")
     a = ap.parse_args()
@@ -48,6 +48,9 @@ def main():
     from tilerosetta.models import hf_check
     from tilerosetta.models.llama import LlamaConfig, LlamaModel, best_backends, random_state
 
+    if not a.backends:
+        from tilerosetta.commands.e2e import our_backends
+        a.backends = ",".join([*our_backends(), "best"])
     dev = "cpu" if a.smoke_cpu else "cuda"
     cfg = (LlamaConfig(hidden=128, heads=4, kv_heads=2, head_dim=64, mlp=256, vocab=101, layers=a.layers,
                        rope_original_max=32) if a.smoke_cpu else LlamaConfig(layers=a.layers))

@@ -72,6 +72,7 @@ def patch(model, backend: str = "torch"):
     declared_gqa = spec.inputs["k"][1] != spec.inputs["q"][1]  # the spec names k's heads apart from q's
     declared_lengths = spec.inputs["k"][2] != spec.inputs["q"][2]  # ... and the key length apart from Sq
     be = backends.get(backend)
+    has_attention = "attention" in be.implementations()  # cute_dsl has none yet: SDPA, recorded
 
     def accepts(q, k, v) -> bool:
         """Does the backend's attention take q, k, v as they are (GQA heads, Sq < Sk)? The spec's own
@@ -89,7 +90,7 @@ def patch(model, backend: str = "torch"):
     def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
         H, Hkv = query.shape[1], key.shape[1]
         out = None
-        if attention_mask is None and query.dtype in half:  # pure causal (end-aligned when Sq < Sk)
+        if attention_mask is None and query.dtype in half and has_attention:  # causal, end-aligned if Sq < Sk
             q, k, v = query.contiguous(), key.contiguous(), value.contiguous()
             if accepts(q, k, v):  # GQA and/or Sq < Sk where the spec has them
                 out = ops.attention(q, k, v, True, scaling)
@@ -99,7 +100,9 @@ def patch(model, backend: str = "torch"):
             elif query.shape[2] == key.shape[2]:
                 out = ops.attention(q, k, v, True, scaling)
         if out is None:
-            why = (f"attention({query.dtype}): torch SDPA, the attention spec's dtypes are fp16/bf16"
+            why = (f"attention: torch SDPA, {backend} has no attention: {be.missing().get('attention', '')}"
+                   if not has_attention else
+                   f"attention({query.dtype}): torch SDPA, the attention spec's dtypes are fp16/bf16"
                    if query.dtype not in half else "attention with a padding mask: torch SDPA"
                    if attention_mask is not None and query.shape[2] == key.shape[2] else
                    "attention(Sq<Sk): torch SDPA until the attention spec grows GQA/Sq<Sk, issue 14 item 2")
