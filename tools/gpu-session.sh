@@ -12,7 +12,13 @@
 #      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
 #      SCALING=1 (`bench --scaling` after the bench, ~4 min; SCALING_ARGS e.g. "--budget-s 120"),
 #      HOSTPROF=1 (tools/host_cost_profile.py: where each backend's per-call host time goes, ~20 s),
-#      LLAMA=1 (tools/llama_gpu_check.py: the Llama model per backend against HF, ~2 min; LLAMA_ARGS, T_LLAMA),
+#      LLAMA=1 (tools/llama_gpu_check.py: the Llama model and the HF patch per backend against transformers fp32,
+#      prefill + 32 teacher-forced decode steps, ~1-2 min; LLAMA_ARGS, T_LLAMA (180 s)),
+#      E2E=1 (issue 14: `tilerosetta e2e` with every backend, best, transformers and torch.compile of it, 8
+#      layers, ~6 min; leaves e2e-*.jsonl in OUTDIR; E2E_ARGS e.g. "--layers 4 --budget-s 200", T_E2E (420 s);
+#      E2E_CHECK=1 also runs the HF agreement check first, as LLAMA=1 does). Each fits one 10-minute call:
+#        SKIP_SUITE=1 SKIP_SELFTEST=1 SKIP_BENCH=1 LLAMA=1 tools/gpu-session.sh OUT   (~3-4 min)
+#        SKIP_SUITE=1 SKIP_SELFTEST=1 SKIP_BENCH=1 E2E=1 tools/gpu-session.sh OUT     (~7-8 min)
 #      per-step time limits T_SUITE, T_PROBE, T_SWEEPS, T_BENCH, T_SCALING (s).
 #      GPUS=all|N: the suite (the files in SHARD_SUITE, default conformance + random shapes + bad inputs) and
 #      the benchmark sharded over those GPUs, one worker per GPU (`--gpus`, docs/MULTI_GPU.md), instead of one
@@ -142,13 +148,21 @@ if [ "${HOSTPROF:-0}" = 1 ]; then  # issue 14 item 7: validated/raw us per call 
     > "$out/hostprof.log" 2>&1; echo "host cost profile: exit $?"; grep "^==" "$out/hostprof.log"
   stamp "host cost profile"
 fi
-if [ "${LLAMA:-0}" = 1 ]; then  # issue 14: the Llama model per backend vs HF fp32, patch check, decode tok/s (<120 s)
-  timeout "${T_LLAMA:-150}" gpu-bundle/run.sh shell python3 tools/llama_gpu_check.py "$out/llama_gpu_check.json" \
-    ${LLAMA_ARGS:-} > "$out/llama.log" 2>&1; echo "llama check: exit $?"; tail -6 "$out/llama.log"
+if [ "${LLAMA:-0}" = 1 ] || { [ "${E2E:-0}" = 1 ] && [ "${E2E_CHECK:-0}" = 1 ]; }; then
+  # issue 14 item 4: the Llama model and the HF patch per backend vs transformers fp32 (~1-2 min)
+  timeout "${T_LLAMA:-180}" gpu-bundle/run.sh shell python3 tools/llama_gpu_check.py "$out/llama_gpu_check.json" \
+    --max-seconds "$(( ${T_LLAMA:-180} - 50 ))" ${LLAMA_ARGS:-} > "$out/llama.log" 2>&1; echo "llama check: exit $?"; tail -6 "$out/llama.log"
   stamp "llama"
+fi
+if [ "${E2E:-0}" = 1 ]; then  # issue 14 items 5-7: end to end per backend, best, HF, torch.compile (~6 min)
+  # every row is flushed as it is written: a timeout loses only the scenario that was running
+  timeout "${T_E2E:-420}" gpu-bundle/run.sh shell python3 -m tilerosetta e2e --out-dir "$out" ${E2E_ARGS:-} \
+    > "$out/e2e.log" 2>&1; echo "e2e: exit $?"; grep -E "^(e2e ->|weight-streaming|host cost|results:)" "$out/e2e.log"
+  grep -c '"status": "ok"' "$out"/e2e-*.jsonl 2>/dev/null | sed 's/^/ok rows: /'
+  stamp "e2e"
 fi
 # The device tool returns at most 8 files from $OUT (run 9 lost its tuned_configs.json to that limit):
 # keep the results files and archives, pack the logs into one.
-( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log llama.log hostprof.log shard-walltime.txt peers-*.txt peers-*.log 2>/dev/null || true) \
+( cd "$out" && logs=$(ls machine.txt suite-summary.txt extra.log probe.log probe.jsonl bench*.log scaling.log llama.log hostprof.log e2e.log shard-walltime.txt peers-*.txt peers-*.log 2>/dev/null || true) \
   && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs )
 ls "$out"

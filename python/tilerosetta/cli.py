@@ -8,7 +8,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("list", "doctor", "test", "bench", "report", "compare", "compare-gpus", "sweep", "inspect")
+COMMANDS = ("list", "doctor", "test", "bench", "report", "compare", "compare-gpus", "sweep", "inspect", "e2e")
 DESCRIPTION = ("One op set in several tile GPU languages (cuTile Python, CUDA Tile C++, cuTile-rs, cuTile.jl, "
                "Triton), checked and timed by one harness.")
 

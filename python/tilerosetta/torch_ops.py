@@ -6,7 +6,7 @@ fake (meta) implementation that gives output shapes, instead of tracing into a l
     ns = torch_ops.register("triton")          # defines tilerosetta_triton::<op> for every op of the spec set
     y = torch.ops.tilerosetta_triton.rms_norm(x, w, 1e-6)
 
-One namespace per backend (tilerosetta_<backend>); each op allocates its outputs (like tilerosetta.ops)
+One namespace per backend (tilerosetta_<backend>), holding the ops that backend has; each op allocates its outputs (like tilerosetta.ops)
 and calls the backend's validated BoundOp. The schema is made from the spec (inputs, params), so a new op
 gets its custom op with no edit here. Registration is done once per backend per process.
 """
@@ -63,7 +63,9 @@ def register(backend: str):
         ok, why = backends.get(backend).available()
         if not ok:
             raise RuntimeError(f"cannot register {backend} ops as torch custom ops: {why}")
+        have = backends.get(backend).implementations()
         for op in OP_NAMES:
-            _register_op(backend, op)
+            if op in have:  # an op the backend lacks has no custom op (calling it is an AttributeError)
+                _register_op(backend, op)
         _REGISTERED[backend] = getattr(torch.ops, namespace(backend))
     return _REGISTERED[backend]

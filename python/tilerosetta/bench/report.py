@@ -361,14 +361,18 @@ def compile_table(res: Results):
 
 
 def launch_table(res: Results):
+    """Host µs per call, and the validated call as a ratio to torch's (issue 14 item 7: target within 2x)."""
+    torch_us = next((r["bound_us"] for r in res.launch if r["backend"] == "torch" and r.get("status") == "ok"), None)
     rows = []
     for r in res.launch:
         if r.get("status") == "ok":
+            ratio = r["bound_us"] / torch_us if torch_us else None
             rows.append([r["backend"], f"{r['op']} {r.get('dtype', '')} {r['case']}", _f(r["bound_us"], 1),
-                         _f(r["raw_us"], 1), _f(r["bound_us"] - r["raw_us"], 1)])
+                         _f(r["raw_us"], 1), _f(r["bound_us"] - r["raw_us"], 1),
+                         "-" if ratio is None else f"{ratio:.2f}x" + ("" if ratio <= 2.0 else " (over 2x)")])
         else:
-            rows.append([r["backend"], r["op"], r.get("status", "?"), r.get("message", "")[:80], ""])
-    return ["backend", "case", "BoundOp µs/call", "raw fn µs/call", "validation µs"], rows
+            rows.append([r["backend"], r["op"], r.get("status", "?"), r.get("message", "")[:80], "", ""])
+    return ["backend", "case", "BoundOp µs/call", "raw fn µs/call", "validation µs", "BoundOp / torch's"], rows
 
 
 CALL_NOTE = ("call: the calling convention timed. 'returns' = y = fn(x, ...) as the baseline's or peer's users "
@@ -509,7 +513,8 @@ def scaling_section(scal: Results, colors_of: list[str]) -> Section:
     return sec
 
 
-def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = None) -> tuple[str, list[Section]]:
+def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = None,
+          e2e=None) -> tuple[str, list[Section]]:
     gpu = res.meta.get("gpu", {}).get("name", "unknown GPU")
     title = f"TileRosetta benchmark: {gpu}"
     warn = []
@@ -556,6 +561,9 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = 
     if scal is not None:
         sections.append(scaling_section(scal, res.backends() + [b for b in scal.backends()
                                                                  if b not in res.backends()]))
+    if e2e is not None:  # `report --e2e`: the end-to-end model section (bench/e2e_report.py)
+        from tilerosetta.bench import e2e_report
+        sections += e2e_report.sections(e2e)
     h, rows = compile_table(res)
     sections.append(Section("First call (compile) vs warm call", [
         Block("p", "Host wall time of one call up to its completion. The first call of a case in the process "
@@ -564,7 +572,8 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = 
     h, rows = launch_table(res)
     sections.append(Section("Launch overhead", [
         Block("p", "Host time per asynchronous call on a tiny problem (the GPU never holds the host back): through "
-                   "the validating BoundOp and through the backend's raw function."),
+                   "the validating BoundOp and through the backend's raw function; the BoundOp's time as a ratio to "
+                   "torch's BoundOp (target: within 2x, issue 14 item 7; `tilerosetta e2e` also reports it)."),
         Block("table", header=h, rows=rows)]))
     h, rows = results_table(res)
     sections.append(Section("All results", method_notes(res) + distribution_notes(res) +
@@ -660,11 +669,16 @@ def default_out_dir(results_path: Path) -> Path:
 
 
 def write(results_path, out_dir: Path | None = None, preferred: str = HEADLINE_DTYPE,
-          scaling=None) -> dict[str, Path]:
+          scaling=None, e2e=None) -> dict[str, Path]:
+    from tilerosetta.bench import e2e_report
+
+    if Path(results_path).is_file() and e2e_report.is_e2e_file(results_path):  # an e2e file alone
+        return e2e_report.write(results_path, out_dir)
+    e2e = e2e_report.load_e2e(e2e) if e2e else None
     res = load(results_path)
     scal = load_scaling(scaling) if scaling else (res if res.meta.get("scaling") else None)
     out_dir = Path(out_dir) if out_dir else default_out_dir(res.path)
-    title, sections = build(res, preferred, scal)
+    title, sections = build(res, preferred, scal, e2e)
     plots = out_dir / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     for s in sections:

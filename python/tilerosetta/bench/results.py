@@ -120,7 +120,7 @@ def default_out_dir(cpu: bool) -> Path:
 
 def _is_gpu_run(path: Path) -> bool:
     """A benchmark of a GPU: not a sweep, not CPU-only, not a hand-made fixture (read from its meta line)."""
-    if path.name.startswith(("sweep-", "scaling-")):  # scaling runs are read with `report --scaling`
+    if path.name.startswith(("sweep-", "scaling-", "e2e-")):  # read with `report --scaling` / `report --e2e`
         return False
     try:
         with open(path, encoding="utf-8") as f:

@@ -14,13 +14,14 @@ def run(args) -> int:
 
     console = make_console()
     try:
-        paths = report.write(args.results, args.out or None, args.dtype, scaling=args.scaling or None)
+        paths = report.write(args.results, args.out or None, args.dtype, scaling=args.scaling or None,
+                             e2e=args.e2e or None)
     except (FileNotFoundError, ValueError) as exc:
         console.print(f"[red]tilerosetta report:[/] {exc}", highlight=False)
         return 2
     console.print(f"markdown: {paths['markdown']}\nhtml:     {paths['html']} (self-contained)\nplots:    "
                   f"{paths['plots']}", highlight=False)
-    if args.print or args.readme:
+    if (args.print or args.readme) and not paths.get("e2e_only"):
         table = report.readme_table(load(args.results), args.dtype)
         if args.print:
             console.print(table, highlight=False, markup=False, soft_wrap=True)
@@ -37,11 +38,15 @@ def run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("report", help="write a Markdown + HTML report (matplotlib plots) of a results file")
-    p.add_argument("results", help="results .jsonl, a folder (its newest), or bench/results/latest")
+    p.add_argument("results", help="results .jsonl (a benchmark's or an e2e-*.jsonl), a folder (its newest benchmark), "
+                                    "or bench/results/latest")
     p.add_argument("--out", default="", help="output folder (default: <results>-report/ beside the file)")
     p.add_argument("--dtype", default="bf16", help="dtype of the README table, overview and heatmap (default bf16)")
     p.add_argument("--scaling", default="",
                    help="also plot a `bench --scaling` results file (a path, or a folder: its newest scaling-*.jsonl)")
+    p.add_argument("--e2e", default="",
+                   help="also render a `tilerosetta e2e` results file (a path, or a folder: its newest e2e-*.jsonl) "
+                        "as the end-to-end section; RESULTS may itself be an e2e file (rendered alone)")
     p.add_argument("--print", action="store_true",
                    help="also print the headline table (per op and size: our best, the best peer, every backend's "
                         "ratio to it, ties marked) as Markdown for the README")

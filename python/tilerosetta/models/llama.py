@@ -1,11 +1,17 @@
 """A Llama 3.1 decoder whose kernel calls go through one TileRosetta backend (issue 14 item 1).
 
-rms_norm, rope, silu_and_mul, matmul (every linear layer) and attention (prefill, no cache) are the
-backend's ops, called through their validated BoundOp. Embedding lookup, KV-cache writes and argmax stay
-in torch. Where our ops cannot express a call yet, the model uses torch and records why in
-`model.fallbacks` (a set of strings), so a report never claims a kernel that did not run:
-  - attention with Sq < Sk (decode, prefill continuing a cache): the attention spec has no such case yet;
-  - attention in float32: the attention spec's dtypes are fp16/bf16.
+rms_norm, rope, silu_and_mul, matmul (every linear layer), attention and, where the backend has it,
+add_rms_norm (residual add fused with the next norm) are the backend's ops, called through their validated
+BoundOp (backend="best": per op the fastest of ours in the latest committed benchmark). Embedding lookup,
+KV-cache writes and argmax stay in torch. Attention asks the op's spec whether it accepts the call as is
+(GQA heads, decode Sq=1, Sq < Sk), and uses our op whenever it does. Where our ops cannot express a call,
+the model uses torch and records why in `model.fallbacks`, and `model.where` says which backend ran each
+kind of call, so a report never claims a kernel that did not run:
+  - an op the backend lacks (cute_dsl has no matmul or attention yet): the torch backend's op;
+  - attention the backend's spec refuses (fp32: the attention spec's dtypes are fp16/bf16; Sq < Sk or GQA
+    on a spec without them): torch SDPA.
+The rotary table lives on the device (no host work per step), so a decode step can be captured in a CUDA
+graph.
 Linear weights are kept transposed once, (in, out) contiguous, because our matmul takes b as (K, N) and
 refuses non-contiguous tensors: no copy per call.
 """
@@ -18,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from tilerosetta import backends
+from tilerosetta.errors import TileRosettaError
 from tilerosetta.specs import get_spec
 
 SDPA_DECODE = ("attention(Sq<Sk): torch SDPA until the attention spec grows GQA/Sq<Sk, issue 14 item 2")
@@ -56,75 +63,243 @@ def llama3_inv_freq(cfg: LlamaConfig) -> torch.Tensor:
 
 
 class Ops:
-    """One backend's ops as allocating calls; records every torch fallback in `fallbacks`.
+    """One backend's ops (or, for backend="best", one backend per op) as allocating calls.
 
-    custom_ops=True calls them as torch custom ops (tilerosetta.torch_ops), so the model traces under
-    torch.compile(fullgraph=True); False calls the validated BoundOps directly (least host overhead)."""
+    Records where every call ran: `where` maps a call kind ("matmul", "attention(prefill)",
+    "attention(decode)", ...) to the backend that ran it or to "torch ... (fallback: why)", and every torch
+    fallback's reason is also in `fallbacks`. custom_ops=True calls the ops as torch custom ops
+    (tilerosetta.torch_ops), so the model traces under torch.compile(fullgraph=True); False calls the
+    validated BoundOps directly (least host overhead)."""
 
-    def __init__(self, backend: str, custom_ops: bool = False):
+    def __init__(self, backend: str, custom_ops: bool = False, choice: dict[str, str] | None = None):
         self.name = backend
-        self.backend = backends.get(backend)
+        if backend == "best":
+            choice = choice if choice is not None else best_backends()
+        self.choice = dict(choice or {})  # op -> backend for ops not served by `backend`
         self.fallbacks: set[str] = set()
+        self.where: dict[str, str] = {}
+        self._missing: dict[tuple, str | None] = {}
         self._bound = {}
-        self._ns = None
+        self._custom = custom_ops
+        self._verdicts: dict[tuple, str | None] = {}
+        # Decided here, not while torch.compile traces a call: registration and spec look-ups are host work
+        # dynamo cannot (and need not) trace.
+        self._ns = {}
         if custom_ops:
             from tilerosetta import torch_ops
-            self._ns = torch_ops.register(backend)
+            self._ns = {b: torch_ops.register(b) for b in {self.backend_of(op) for op in MODEL_OPS}}
+        self._add_rms_why = "no add_rms_norm op in this backend"
+        self._add_rms = self._find_add_rms()
+        spec = get_spec("attention")
+        self._attn_static = (spec.inputs["k"][1] != spec.inputs["q"][1], spec.inputs["k"][2] != spec.inputs["q"][2],
+                             backends.get(self.backend_of("attention")).dtypes("attention"))
 
-    def _run(self, op, inputs, out_shape, **params):
-        if self._ns is not None:
-            return getattr(self._ns, op)(*inputs, *params.values())
-        if op not in self._bound:
-            self._bound[op] = self.backend.op(op)
-        out = torch.empty(out_shape, dtype=inputs[0].dtype, device=inputs[0].device)
-        self._bound[op](*inputs, out, **params)
-        return out
+    def backend_of(self, op: str) -> str:
+        """The backend that runs `op`: the chosen one, or torch when it lacks the op (see missing_why)."""
+        name = self.choice.get(op, self.name if self.name != "best" else "torch")
+        return name if self.missing_why(op, name) is None else "torch"
+
+    def missing_why(self, op: str, name: str | None = None) -> str | None:
+        """Why the chosen backend cannot serve `op` at all (it lacks the op), or None. The model then runs
+        the torch backend's op for it, and `where`/`fallbacks` say so."""
+        name = name or self.choice.get(op, self.name if self.name != "best" else "torch")
+        key = (op, name)
+        if key not in self._missing:  # asked on every call: decided once
+            b = backends.get(name)
+            self._missing[key] = (None if name == "torch" or op in b.implementations() else
+                                  f"{name} has no {op}: {b.missing().get(op, 'not implemented')}")
+        return self._missing[key]
+
+    def _note(self, kind: str, ran: str):
+        if not torch.compiler.is_compiling():
+            self.where.setdefault(kind, ran)
+
+    def _fallback(self, kind: str, why: str):
+        if not torch.compiler.is_compiling():
+            self.fallbacks.add(why)
+            self.where.setdefault(kind, f"torch (fallback: {why})")
+
+    def _run(self, op, inputs, out_shapes, kind=None, **params):
+        name = self.backend_of(op)
+        why = self.missing_why(op)
+        if why is None:
+            self._note(kind or op, name)
+        else:
+            self._fallback(kind or op, f"{op}: torch ({why})")
+        if self._custom:
+            return getattr(self._ns[name], op)(*inputs, *params.values())
+        bound = self._bound.get(op)
+        if bound is None:
+            bound = self._bound[op] = backends.get(name).op(op)
+        outs = [torch.empty(s, dtype=inputs[0].dtype, device=inputs[0].device) for s in out_shapes]
+        bound(*inputs, *outs, **params)
+        return outs[0] if len(outs) == 1 else outs
+
+    def accepts(self, op: str, inputs: tuple, **params) -> str | None:
+        """None when `op` of its backend accepts these inputs and params (the spec's own validation, inputs
+        only, once per signature), else the refusal's text. How the model asks whether e.g. a GQA or
+        decode (Sq < Sk) attention call is one the backend's spec takes, without knowing that spec.
+        While torch.compile traces (custom ops), attention is decided from the spec's declared shapes
+        (k's head and length symbols distinct from q's) instead; the custom op validates when it runs."""
+        if torch.compiler.is_compiling():
+            q, k, v = inputs
+            gqa, lengths, dtypes = self._attn_static
+            ok = ((gqa or k.shape[1] == q.shape[1]) and (lengths or k.shape[2] == q.shape[2]) and q.dtype in dtypes
+                  and k.is_contiguous() and v.is_contiguous())
+            return None if ok else "refused by the attention spec's declared shapes"
+        key = (op, tuple((t.shape, t.stride(), t.dtype, t.device.type) for t in inputs),
+               tuple(sorted(params.items())))
+        if key not in self._verdicts:
+            b = backends.get(self.backend_of(op))
+            if op not in b.implementations():
+                self._verdicts[key] = f"{b.name} has no {op}"
+            else:
+                spec = get_spec(op)
+                try:
+                    spec.validate(b.name, b.device_type, dict(zip(spec.inputs, inputs)), params,
+                                  b.dtypes(op), with_outputs=False)
+                    self._verdicts[key] = None
+                except TileRosettaError as exc:
+                    self._verdicts[key] = str(exc)
+        return self._verdicts[key]
 
     def rms_norm(self, x, w, eps):
         x2 = x.reshape(-1, x.shape[-1])
-        return self._run("rms_norm", (x2, w), x2.shape, eps=eps).view(x.shape)
+        return self._run("rms_norm", (x2, w), [x2.shape], eps=eps).view(x.shape)
+
+    def add_rms_norm(self, x, residual, w, eps):
+        """(rms_norm(x + residual) * w, x + residual): the backend's fused add_rms_norm when it has one
+        (guarded: the op may not exist yet), else a torch add and our rms_norm."""
+        fused = self._add_rms
+        if fused is None:
+            if not torch.compiler.is_compiling():
+                self.where.setdefault("add(residual)", f"torch ({self._add_rms_why})")
+            s = x + residual
+            return self.rms_norm(s, w, eps), s
+        order, normed_i, sum_i = fused
+        x2, r2 = x.reshape(-1, x.shape[-1]), residual.reshape(-1, x.shape[-1])
+        args = {"x": x2, "r": r2, "w": w}
+        outs = self._run("add_rms_norm", tuple(args[k] for k in order), [x2.shape, x2.shape], eps=eps)
+        return outs[normed_i].view(x.shape), outs[sum_i].view(x.shape)
+
+    def _find_add_rms(self):
+        """(input order as 'x'/'r'/'w', index of the normed output, index of the sum) of the backend's
+        add_rms_norm, or None when the backend (or the spec set) has none or its names are not the expected
+        kind (then the unfused path runs, and `where` says so)."""
+        try:
+            spec = get_spec("add_rms_norm")
+        except KeyError:
+            return None
+        b = backends.get(self.backend_of("add_rms_norm"))
+        if not b.is_available()[0] or "add_rms_norm" not in b.implementations() or len(spec.outputs) != 2:
+            return None
+        order = ["w" if len(dims) == 1 else ("r" if "res" in n else "x") for n, dims in spec.inputs.items()]
+        outs = list(spec.outputs)
+        sum_i = next((i for i, n in enumerate(outs) if "res" in n or "sum" in n), None)
+        if sorted(order) != ["r", "w", "x"] or sum_i is None or "eps" not in spec.params:
+            self._add_rms_why = (f"add_rms_norm's spec is not the expected kind: inputs {list(spec.inputs)}, outputs "
+                                 f"{outs}, params {list(spec.params)} (want x, a 'res*' input, a 1-D weight; a "
+                                 f"'res*'/'sum*' output; eps)")
+            return None
+        return tuple(order), 1 - sum_i, sum_i
 
     def linear(self, x, w_t):
         x2 = x.reshape(-1, x.shape[-1])
-        out = self._run("matmul", (x2, w_t), (x2.shape[0], w_t.shape[1]))
+        out = self._run("matmul", (x2, w_t), [(x2.shape[0], w_t.shape[1])])
         return out.view(*x.shape[:-1], w_t.shape[1])
 
     def silu_and_mul(self, x):
         x2 = x.reshape(-1, x.shape[-1])
-        out = self._run("silu_and_mul", (x2,), (x2.shape[0], x2.shape[1] // 2))
+        out = self._run("silu_and_mul", (x2,), [(x2.shape[0], x2.shape[1] // 2)])
         return out.view(*x.shape[:-1], x2.shape[1] // 2)
 
     def rope(self, q, cos, sin):
         q = q.contiguous()
-        return self._run("rope", (q, cos, sin), q.shape)
+        return self._run("rope", (q, cos, sin), [q.shape])
 
     def attention(self, q, k, v, causal):
-        """q (B, H, Sq, D); k, v (B, Hkv, Sk, D). Our op when Sq == Sk and dtype allowed, else SDPA."""
-        H, Hkv = q.shape[1], k.shape[1]
-        if q.shape[2] != k.shape[2]:
-            self.fallbacks.add(SDPA_DECODE)
-            return _sdpa_end_aligned(q, k, v, causal)
-        if q.dtype not in self.backend.dtypes("attention"):
-            self.fallbacks.add(f"attention({q.dtype}): torch SDPA, the attention spec's dtypes are "
-                               f"{[str(d) for d in get_spec('attention').dtypes]}")
-            return _sdpa_end_aligned(q, k, v, causal)
-        if Hkv != H:  # GQA: our op wants the same H for q, k, v (issue 14 item 2 adds GQA)
-            k = k.repeat_interleave(H // Hkv, dim=1)
-            v = v.repeat_interleave(H // Hkv, dim=1)
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        return self._run("attention", (q, k, v), q.shape, causal=causal, scale=None)
+        """q (B, H, Sq, D); k, v (B, Hkv, Sk, D), causal mask aligned to the end of the keys.
+
+        Our op whenever its spec accepts the call, tried in this order: as is (GQA and Sq < Sk where the
+        spec has them); k/v made contiguous (a KV-cache slice is strided: one copy); k/v heads repeated to H
+        (a spec without GQA, equal lengths only). Else torch SDPA, recorded in `fallbacks` and `where`."""
+        H, Hkv, Sq, Sk = q.shape[1], k.shape[1], q.shape[2], k.shape[2]
+        kind = "attention(prefill)" if Sq == Sk else ("attention(decode)" if Sq == 1 else "attention(Sq<Sk)")
+        params = {"causal": causal, "scale": None}
+        q = q.contiguous()
+        why = self.accepts("attention", (q, k, v), **params)
+        if why is None:
+            return self._run("attention", (q, k, v), [q.shape], kind=kind, **params)
+        if not (k.is_contiguous() and v.is_contiguous()):
+            kc, vc = k.contiguous(), v.contiguous()
+            if self.accepts("attention", (q, kc, vc), **params) is None:
+                self._note(kind + " k/v copy", "torch (k/v made contiguous: a transposed projection or a KV-cache slice)")
+                return self._run("attention", (q, kc, vc), [q.shape], kind=kind, **params)
+            k, v = kc, vc
+        if Hkv != H and Sq == Sk:
+            kr = k.repeat_interleave(H // Hkv, dim=1)
+            vr = v.repeat_interleave(H // Hkv, dim=1)
+            if self.accepts("attention", (q, kr, vr), **params) is None:
+                self._note(kind + " GQA", "torch (k/v heads repeated to H: the op has no GQA)")
+                return self._run("attention", (q, kr, vr), [q.shape], kind=kind, **params)
+        if q.dtype not in backends.get(self.backend_of("attention")).dtypes("attention"):
+            why = (f"attention({q.dtype}): torch SDPA, the attention spec's dtypes are "
+                   f"{[str(d) for d in get_spec('attention').dtypes]}")
+        elif Sq != Sk:
+            why = SDPA_DECODE
+        else:
+            why = f"attention: torch SDPA, {self.backend_of('attention')} refuses the call ({why})"
+        self._fallback(kind, why)
+        return _sdpa_end_aligned(q, k, v, causal)
+
+
+# Ops the model calls through a backend; `best` picks one backend per op among these.
+MODEL_OPS = ("rms_norm", "matmul", "silu_and_mul", "rope", "attention", "add_rms_norm")
+
+
+def best_backends(results_path=None, dtype: str = "bf16", candidates=None, device_type: str | None = None) -> dict[str, str]:
+    """op -> the fastest of OUR backends runnable here, from the latest committed benchmark: for each op the
+    backend with the lowest geometric mean of its median times over the op's headline cases at `dtype`
+    (only backends timed ok on all of them). An op no runnable backend of ours was timed on takes the choice of
+    the op it extends (AKIN: add_rms_norm -> rms_norm) when that backend has it, else torch."""
+    from tilerosetta.bench.results import RESULTS_DIR, load
+
+    res = load(results_path or RESULTS_DIR / "latest")
+    names = candidates or [n for n in backends.BACKEND_NAMES if res.role(n) == "ours"
+                           and backends.get(n).is_available()[0]
+                           and (device_type is None or backends.get(n).device_type == device_type)]
+    out = {}
+    for op in MODEL_OPS:
+        cases = {r["case"] for r in res.results if r["op"] == op and r["dtype"] == dtype and r.get("headline", True)}
+        best, best_t = None, None
+        for n in names:
+            rs = [r for r in res.results if r["backend"] == n and r["op"] == op and r["dtype"] == dtype
+                  and r["case"] in cases and r["status"] == "ok" and not r.get("sweep")]
+            if not rs or len(rs) < len(cases):
+                continue
+            t = math.exp(sum(math.log(r["timing"]["median_ms"]) for r in rs) / len(rs))
+            if best_t is None or t < best_t:
+                best, best_t = n, t
+        out[op] = best
+    for op, like in AKIN.items():  # not benchmarked yet: the choice of the op it extends, if that backend has it
+        if out.get(op) is None and out.get(like) and op in backends.get(out[like]).implementations():
+            out[op] = out[like]
+    return {op: b or "torch" for op, b in out.items()}
+
+
+# An op the committed benchmark may not have timed yet -> the benchmarked op whose kernel it extends.
+AKIN = {"add_rms_norm": "rms_norm"}
 
 
 def _sdpa_end_aligned(q, k, v, causal):
-    """SDPA with GQA and the causal mask aligned to the end of the keys (query i sees keys <= Sk-Sq+i)."""
+    """SDPA with GQA (enable_gqa: k/v heads are not copied to H, which at B=64 and a 4096 context would move
+    four times the KV cache per step) and the causal mask aligned to the end of the keys (query i sees keys
+    <= Sk-Sq+i)."""
     Sq, Sk = q.shape[2], k.shape[2]
-    if k.shape[1] != q.shape[1]:
-        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
-        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
     mask = None
     if causal and Sq > 1:
         mask = torch.ones(Sq, Sk, dtype=torch.bool, device=q.device).tril(Sk - Sq)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
 
 
 # Hugging Face key names of one layer's tensors, and whether the tensor is a linear weight (kept transposed)
@@ -140,8 +315,10 @@ class LlamaModel:
     """Llama 3.1 decoder-only LM. `forward(ids, cache)` returns logits (B, S, vocab) and fills the cache."""
 
     def __init__(self, cfg: LlamaConfig, state: dict[str, torch.Tensor], backend: str = "torch",
-                 custom_ops: bool = False):
-        self.cfg, self.ops = cfg, Ops(backend, custom_ops)
+                 custom_ops: bool = False, choice: dict[str, str] | None = None):
+        """backend: one backend's name, or "best" (per op the fastest of ours in the latest committed
+        benchmark, or the explicit `choice` op -> backend)."""
+        self.cfg, self.ops = cfg, Ops(backend, custom_ops, choice)
         self.embed = state["model.embed_tokens.weight"]
         self.norm = state["model.norm.weight"]
         head = state.get("lm_head.weight", self.embed)  # tied embeddings when absent
@@ -154,6 +331,18 @@ class LlamaModel:
             lay["gate_up_t"] = torch.cat([lay.pop("mlp.gate_proj.weight"), lay.pop("mlp.up_proj.weight")], 1)
             self.layers.append(lay)
         self.inv_freq = llama3_inv_freq(cfg)
+        self._rope_table = None  # (cos, sin) of positions [0, n) on the weights' device and dtype
+
+    def weight_bytes(self) -> int:
+        """Bytes a decode step must read from memory at least: every layer's weights, the final norm and
+        the LM head (the embedding lookup reads only B rows of its table)."""
+        n = sum(t.numel() * t.element_size() for lay in self.layers for t in lay.values())
+        return n + self.norm.numel() * self.norm.element_size() + self.lm_head_t.numel() * self.lm_head_t.element_size()
+
+    @property
+    def where(self) -> dict[str, str]:
+        """Which backend ran each kind of call (or the torch fallback and why)."""
+        return dict(sorted(self.ops.where.items()))
 
     @property
     def fallbacks(self) -> list[str]:
@@ -178,20 +367,33 @@ class LlamaModel:
                 "v": [torch.zeros(shape, dtype=e.dtype, device=e.device) for _ in range(c.layers)]}
 
     def _cos_sin(self, start, n, dtype, device):
-        pos = torch.arange(start, start + n, dtype=torch.float64)
-        ang = pos[:, None] * self.inv_freq[None, :]
-        ang = torch.cat([ang, ang], -1)
-        return ang.cos().to(dtype=dtype, device=device).contiguous(), ang.sin().to(dtype=dtype, device=device).contiguous()
+        """Rows [start, start+n) of a cos/sin table kept on the device (grown by doubling): no host work or
+        host-to-device copy per step, so a decode step can be captured in a CUDA graph."""
+        tab = self._rope_table
+        if tab is None or tab[0].shape[0] < start + n or tab[0].dtype != dtype or tab[0].device != torch.device(device):
+            size = max(64, 1 << (start + n - 1).bit_length())
+            pos = torch.arange(size, dtype=torch.float64)
+            ang = pos[:, None] * self.inv_freq[None, :]
+            ang = torch.cat([ang, ang], -1)
+            tab = self._rope_table = (ang.cos().to(dtype=dtype, device=device).contiguous(),
+                                      ang.sin().to(dtype=dtype, device=device).contiguous())
+        return tab[0][start:start + n], tab[1][start:start + n]  # row slices: contiguous
+
+    def prepare(self, max_len: int):
+        """Build the rotary table for positions < max_len now (before a CUDA-graph capture)."""
+        self._cos_sin(0, max_len, self.embed.dtype, self.embed.device)
 
     @torch.no_grad()
-    def forward(self, ids: torch.Tensor, cache=None) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, cache=None, last_only: bool = False) -> torch.Tensor:
+        """Logits (B, S, vocab), or (B, 1, vocab) of the last position with last_only (what generation
+        needs: the LM head of a long prefill is then one row per sequence)."""
         c, ops = self.cfg, self.ops
         B, S = ids.shape
         start = cache["len"] if cache is not None else 0
         x = self.embed[ids]
         cos, sin = self._cos_sin(start, S, x.dtype, x.device)
+        h = ops.rms_norm(x, self.layers[0]["input_layernorm.weight"], c.eps) if self.layers else x
         for i, lay in enumerate(self.layers):
-            h = ops.rms_norm(x, lay["input_layernorm.weight"], c.eps)
             q = ops.linear(h, lay["self_attn.q_proj.weight"]).view(B, S, c.heads, c.head_dim).transpose(1, 2)
             k = ops.linear(h, lay["self_attn.k_proj.weight"]).view(B, S, c.kv_heads, c.head_dim).transpose(1, 2)
             v = ops.linear(h, lay["self_attn.v_proj.weight"]).view(B, S, c.kv_heads, c.head_dim).transpose(1, 2)
@@ -202,12 +404,19 @@ class LlamaModel:
                 k, v = cache["k"][i][:, :, :start + S], cache["v"][i][:, :, :start + S]
             a = ops.attention(q, k, v, causal=True)
             a = a.transpose(1, 2).reshape(B, S, c.heads * c.head_dim)
-            x = x + ops.linear(a, lay["self_attn.o_proj.weight"])
-            h = ops.rms_norm(x, lay["post_attention_layernorm.weight"], c.eps)
-            x = x + ops.linear(ops.silu_and_mul(ops.linear(h, lay["gate_up_t"])), lay["mlp.down_proj.weight"])
+            # residual add fused with the next norm where the backend has add_rms_norm
+            h, x = ops.add_rms_norm(ops.linear(a, lay["self_attn.o_proj.weight"]), x,
+                                    lay["post_attention_layernorm.weight"], c.eps)
+            mlp = ops.linear(ops.silu_and_mul(ops.linear(h, lay["gate_up_t"])), lay["mlp.down_proj.weight"])
+            nxt = self.layers[i + 1]["input_layernorm.weight"] if i + 1 < len(self.layers) else self.norm
+            h, x = ops.add_rms_norm(mlp, x, nxt, c.eps)
         if cache is not None:
             cache["len"] = start + S
-        return ops.linear(ops.rms_norm(x, self.norm, c.eps), self.lm_head_t)
+        if not self.layers:
+            h = ops.rms_norm(x, self.norm, c.eps)
+        if last_only:
+            h = h[:, -1:].contiguous()
+        return ops.linear(h, self.lm_head_t)
 
     __call__ = forward
 
@@ -224,7 +433,8 @@ class LlamaModel:
 
 def random_state(cfg: LlamaConfig, seed=0, dtype=torch.float32, device="cpu") -> dict[str, torch.Tensor]:
     """HF-named random weights (std 0.02 like HF's init; norms 1 + small noise so they matter)."""
-    g = torch.Generator().manual_seed(seed)
+    # generated where the weights live (a CUDA generator for an 8B-shaped model: seconds, not a minute)
+    g = torch.Generator(device=device).manual_seed(seed)
     hd, kvd = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
     shapes = {"input_layernorm.weight": (cfg.hidden,), "post_attention_layernorm.weight": (cfg.hidden,),
               "self_attn.q_proj.weight": (hd, cfg.hidden), "self_attn.k_proj.weight": (kvd, cfg.hidden),
@@ -233,8 +443,8 @@ def random_state(cfg: LlamaConfig, seed=0, dtype=torch.float32, device="cpu") ->
               "mlp.down_proj.weight": (cfg.hidden, cfg.mlp)}
 
     def t(shape, norm=False):
-        r = torch.randn(shape, generator=g)
-        return (1 + 0.1 * r if norm else 0.02 * r).to(dtype=dtype, device=device)
+        r = torch.randn(shape, generator=g, device=device)
+        return (1 + 0.1 * r if norm else 0.02 * r).to(dtype=dtype)
     state = {"model.embed_tokens.weight": t((cfg.vocab, cfg.hidden)), "model.norm.weight": t((cfg.hidden,), True),
              "lm_head.weight": t((cfg.vocab, cfg.hidden))}
     for i in range(cfg.layers):
