@@ -97,3 +97,14 @@ def test_help_is_clean():
     assert out.returncode == 0
     first = out.stdout.split("\n\n")[1]
     assert first.strip().endswith(".") and "register(" not in out.stdout
+
+
+def test_torch_baseline_does_not_import_triton():
+    """Without a GPU the Triton adapter must pick the interpreter before triton is first imported; the
+    torch baseline (loaded first by `tilerosetta list`) importing it made triton 'unavailable' there."""
+    import subprocess
+    import sys
+
+    code = "import sys, tilerosetta.backends.torch_ref; print('triton' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention.bias import causal_lower_right
 
 from tilerosetta.backends.base import Backend
 
@@ -120,6 +119,10 @@ def _attention(q, k, v, causal, scale):
         if gqa:
             g = q.shape[1] // k.shape[1]
             k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        # Imported here: torch.nn.attention.bias imports triton, which must not load before the Triton
+        # adapter has chosen the interpreter on a machine without a GPU (backends/triton_lang.py).
+        from torch.nn.attention.bias import causal_lower_right
+
         return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(s, sk), scale=scale)
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal and s == sk, scale=scale, enable_gqa=gqa)
 
