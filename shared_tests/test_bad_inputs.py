@@ -433,6 +433,8 @@ def test_calls_from_several_threads(backend, op_name):
         try:
             inputs, outputs = make_case_tensors(spec, case, dtype, backend.device_type, seed=100 + i)
             stream = torch.cuda.Stream() if backend.device_type == "cuda" else None
+            if stream is not None:  # the tensors were written on this thread's current stream: wait for them
+                stream.wait_stream(torch.cuda.current_stream())
             for _ in range(3):
                 if stream is not None:
                     with torch.cuda.stream(stream):

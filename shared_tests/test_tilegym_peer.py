@@ -232,8 +232,8 @@ def test_registry_instance_reason_names_the_missing_module():
 # ---- the adapter against the fake --------------------------------------------------------------------
 def test_mapping_covers_what_the_adapter_claims(fake_tilegym):
     peer = fake_tilegym()
-    assert set(peer.implementations()) == set(OP_MAP) == set(OP_NAMES) - {"vector_add"}
-    assert peer.missing() == {"vector_add": tilegym_peer.NOT_IN_TILEGYM["vector_add"]}
+    assert set(peer.implementations()) == set(OP_MAP) == set(OP_NAMES) - set(tilegym_peer.NOT_IN_TILEGYM)
+    assert peer.missing() == tilegym_peer.NOT_IN_TILEGYM and all(peer.missing().values())
     assert peer.peer_label() == "NVIDIA TileGym 0.0-fake"
     assert peer.versions()["tilegym"] == "0.0-fake"
 
@@ -387,7 +387,11 @@ def test_real_tilegym_signatures_accept_our_calls(op):
     tg_name, mode = OP_MAP[op]
     spec = SPECS[op]
     dtype = FP32 if FP32 in spec.dtypes else spec.dtypes[0]
-    inputs, outputs = make_case_tensors(spec, spec.cases[-1], dtype, "cpu", seed=0)
+    # the last case TileGym is bound for (attention: self-attention, k/v shaped like q; issue 14's GQA and
+    # decode cases are refused by the binder with a reason)
+    case = next(c for c in reversed(spec.cases) if op != "attention" or
+                spec.shapes(c)["k"] == spec.shapes(c)["q"])
+    inputs, outputs = make_case_tensors(spec, case, dtype, "cpu", seed=0)
     calls = []
 
     def recorder(*args, **kwargs):  # stands in for TileGym's op: returns a result shaped like `out`
@@ -396,7 +400,7 @@ def test_real_tilegym_signatures_accept_our_calls(op):
 
     fn = tilegym_peer._BINDERS[op](recorder)
     tensors = inputs.values() if mode == "returns" else [*inputs.values(), *outputs.values()]
-    fn(*tensors, **spec.full_params(spec.cases[-1].params))
+    fn(*tensors, **spec.full_params(case.params))
     (args, kwargs), = calls
     assert kwargs.pop("backend") == "cutile"
     sig = inspect.signature(_cutile_impl(tg, tg_name))
