@@ -21,6 +21,9 @@ from tilerosetta.commands.e2e import weight_bytes  # noqa: E402
 from tilerosetta.models.llama import AKIN, SDPA_DECODE, LlamaModel, Ops, best_backends, random_state  # noqa: E402
 
 CONTESTANTS = ["torch", "triton", "best", "hf", "hf_compile"]
+# Where the torch backend's tensors live (cuda on a GPU machine, cpu otherwise): the tests below that build
+# a model or call ops directly put every tensor there.
+DEV = backends.get("torch").device_type
 
 
 def records(path):
@@ -131,13 +134,14 @@ def test_report_renders_the_e2e_section(dry_run, tmp_path):
 def small_plan():
     p = e2e.dry_run_plan(1)
     p.prefill, p.decode, p.decode_steps = [(1, 8)], [1], 2
+    p.device = DEV  # the dry run's shapes on the torch backend's device
     return p
 
 
 def run_one(plan, name="torch", deadline=float("inf")):
     rows = []
     r = e2e.Run(plan, rows.append, progress=lambda line: None)
-    state = random_state(plan.cfg(), 0, torch.bfloat16)
+    state = random_state(plan.cfg(), 0, torch.bfloat16, plan.device)
     r.contestant(name, state, deadline)
     return r, rows
 
@@ -164,7 +168,7 @@ def test_a_fatal_cuda_error_skips_what_follows(monkeypatch):
     assert any("context is unusable" in r["message"] for r in rows[1:])
     rows2 = []
     run.write = rows2.append
-    run.contestant("hf", random_state(small_plan().cfg(), 0, torch.bfloat16), float("inf"))
+    run.contestant("hf", random_state(small_plan().cfg(), 0, torch.bfloat16, DEV), float("inf"))
     assert rows2 and all(r["status"] == "skipped" for r in rows2)
 
 
@@ -195,9 +199,9 @@ def test_host_cost_only_on_cpu(tmp_path):
 def test_attention_uses_our_op_when_the_spec_accepts_the_shapes(monkeypatch):
     """Decode (Sq=1 < Sk) with GQA heads: our op as is when the spec accepts it, else SDPA, recorded."""
     ops = Ops("torch")
-    q = torch.randn(1, 4, 1, 64, dtype=torch.bfloat16)
-    k = torch.randn(1, 2, 9, 64, dtype=torch.bfloat16)
-    v = torch.randn(1, 2, 9, 64, dtype=torch.bfloat16)
+    q = torch.randn(1, 4, 1, 64, dtype=torch.bfloat16, device=DEV)
+    k = torch.randn(1, 2, 9, 64, dtype=torch.bfloat16, device=DEV)
+    v = torch.randn(1, 2, 9, 64, dtype=torch.bfloat16, device=DEV)
     refusal = ops.accepts("attention", (q, k, v), causal=True, scale=None)
     if refusal is not None:  # today's spec: q, k, v share H and S
         out = ops.attention(q, k, v, causal=True)
@@ -213,7 +217,7 @@ def test_attention_uses_our_op_when_the_spec_accepts_the_shapes(monkeypatch):
 
 def test_add_rms_norm_is_used_only_when_the_backend_has_it():
     ops = Ops("torch")
-    x, r, w = torch.randn(3, 64), torch.randn(3, 64), torch.rand(64) + 0.5
+    x, r, w = torch.randn(3, 64, device=DEV), torch.randn(3, 64, device=DEV), torch.rand(64, device=DEV) + 0.5
     normed, total = ops.add_rms_norm(x, r, w, 1e-5)
     torch.testing.assert_close(total, x + r)
     s = x + r
@@ -243,23 +247,29 @@ def test_best_picks_the_fastest_of_ours_per_op():
         assert gm(chosen) == min(gm(b) for b in ("triton", "cutile_py", "tile_cpp")), op
 
 
-def test_llama_gpu_check_runs_on_cpu(tmp_path):
-    """tools/llama_gpu_check.py (the HF agreement check the GPU session runs) on the tiny config: every
-    backend asked for has a verdict under the stated rule, and all_ok is their conjunction."""
+def test_llama_gpu_check_runs_tiny(tmp_path):
+    """tools/llama_gpu_check.py (the HF agreement check the GPU session runs) on the tiny config, on the torch
+    backend's device (--smoke): every backend asked for has a verdict under the stated rule, and all_ok is
+    their conjunction."""
     import subprocess
     import sys
 
     from tilerosetta.toolchain import REPO_ROOT
     out = tmp_path / "check.json"
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "llama_gpu_check.py"), str(out), "--smoke-cpu",
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "llama_gpu_check.py"), str(out), "--smoke",
                            "--prompt", "9", "--steps", "3", "--backends", "torch,best,cutile_rs"],
                           capture_output=True, text=True, timeout=600)
+    assert out.exists(), proc.stderr[-2000:]
     res = json.loads(out.read_text())
     assert res["decode_steps"] == 3 and "hf_bf16_vs_ref" in res and "3.0 *" in res["rule"]
     t = res["backends"]["torch"]
     assert t["model"]["decode_steps"] == 3 and t["hf_patch"]["decode_steps"] == 3
     assert t["model"]["ok"] and t["hf_patch"]["ok"] and t["where"]["matmul"] == "torch"
-    assert "skipped" in res["backends"]["cutile_rs"]  # no GPU here: skipped with the reason, not passed
+    rs = backends.get("cutile_rs")
+    if rs.available()[0] and rs.device_type == DEV:  # a GPU machine with cutile-rs built: a verdict
+        assert "skipped" not in res["backends"]["cutile_rs"] and "ok" in res["backends"]["cutile_rs"]
+    else:  # no GPU here: skipped with the reason, not passed
+        assert "skipped" in res["backends"]["cutile_rs"]
     assert res["all_ok"] == all(b.get("ok", True) for b in res["backends"].values())
     assert proc.returncode == (0 if res["all_ok"] else 1), proc.stderr[-2000:]
 
@@ -302,7 +312,8 @@ def test_a_backend_with_add_rms_norm_gets_the_fused_call(monkeypatch):
         out.copy_(res_out * torch.rsqrt(res_out.pow(2).mean(-1, keepdim=True) + eps) * w)
 
     cfg = LlamaConfig(hidden=128, heads=4, kv_heads=2, head_dim=64, mlp=256, vocab=101, layers=2, rope_original_max=32)
-    state, ids = random_state(cfg, 0), torch.randint(0, 101, (1, 7), generator=torch.Generator().manual_seed(0))
+    state = random_state(cfg, 0, device=DEV)
+    ids = torch.randint(0, 101, (1, 7), generator=torch.Generator().manual_seed(0)).to(DEV)
     plain = LlamaModel(cfg, state, "torch")
     ref = plain(ids)
     tb = backends.get("torch")
@@ -328,8 +339,9 @@ def test_an_op_the_backend_lacks_runs_on_torch_and_says_so(monkeypatch):
     monkeypatch.setattr(tri, "implementations", lambda: impls)
     monkeypatch.setattr(tri, "missing", lambda: {"matmul": "not written yet (test)"})
     cfg = LlamaConfig(hidden=128, heads=4, kv_heads=2, head_dim=64, mlp=256, vocab=101, layers=1, rope_original_max=32)
-    state = {k: v.bfloat16() for k, v in random_state(cfg, 0).items()}
-    ids = torch.randint(0, 101, (1, 5), generator=torch.Generator().manual_seed(0))
+    dev = tri.device_type
+    state = {k: v.bfloat16() for k, v in random_state(cfg, 0, device=dev).items()}
+    ids = torch.randint(0, 101, (1, 5), generator=torch.Generator().manual_seed(0)).to(dev)
     m = LlamaModel(cfg, state, "triton")
     got = m(ids).float()
     assert m.where["matmul"] == "torch (fallback: matmul: torch (triton has no matmul: not written yet (test)))"

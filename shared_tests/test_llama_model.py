@@ -1,6 +1,9 @@
 """issue 14 item 1: our Llama 3.1 decoder (tilerosetta.models.llama) against Hugging Face's
 LlamaForCausalLM with the same weights, on a tiny config: prefill logits and teacher-forced decode steps,
 for the torch backend and Triton (its CPU interpreter here). Also safetensors loading with HF key names.
+Every tensor (weights, token ids, KV cache, transformers' reference model) lives on the backend's device
+(`device_type`: cuda on a GPU machine, cpu otherwise); weights and ids are drawn on the CPU from the same
+seeds and moved, so every machine compares the same numbers.
 """
 from __future__ import annotations
 
@@ -25,17 +28,25 @@ BF16_TOL = 0.1   # bf16 model vs fp32 HF: rounding of bf16 weights/activations a
 
 
 def hf_model(cfg: LlamaConfig, state, dtype=torch.float32):
+    """transformers' model on the weights' device (hf_check builds it there)."""
     return hf_check.hf_model(cfg, {k: v.float() for k, v in state.items()}, dtype)
 
 
-def need(name):
+def need(name) -> str:
+    """Skip when the backend cannot run here; else the device type its tensors must be on."""
     ok, why = backends.get(name).available()
     if not ok:
         pytest.skip(f"{name} unavailable: {why}")
+    return backends.get(name).device_type
 
 
-def ids(b, s, seed=1):
-    return torch.randint(0, CFG.vocab, (b, s), generator=torch.Generator().manual_seed(seed))
+def weights(seed, device, dtype=None):
+    """random_state drawn on the CPU (the same numbers on every machine), then moved to `device`."""
+    return {k: v.to(device=device, dtype=dtype or v.dtype) for k, v in random_state(CFG, seed=seed).items()}
+
+
+def ids(b, s, seed=1, device="cpu"):
+    return torch.randint(0, CFG.vocab, (b, s), generator=torch.Generator().manual_seed(seed)).to(device)
 
 
 STEPS = 32  # teacher-forced decode steps compared (issue 14 item 4)
@@ -43,10 +54,10 @@ STEPS = 32  # teacher-forced decode steps compared (issue 14 item 4)
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_prefill_and_decode_match_hf_fp32(backend):
-    need(backend)
-    state = random_state(CFG, seed=0)
+    dev = need(backend)
+    state = weights(0, dev)
     ours, hf = LlamaModel(CFG, state, backend), hf_model(CFG, state)
-    prompt, forced = ids(2, 11), ids(2, STEPS, seed=2)
+    prompt, forced = ids(2, 11, device=dev), ids(2, STEPS, seed=2, device=dev)
     v = hf_check.verdict(hf_check.ours_logits(ours, prompt, forced), hf_check.hf_logits(hf, prompt, forced))
     assert v["decode_steps"] == STEPS
     assert v["ok"], v
@@ -61,9 +72,10 @@ def test_bf16_prefill_and_decode_agree_with_hf_fp32(backend):
     """bf16 model, 32 teacher-forced decode steps, within the stated tolerance (hf_check's docstring: 3x
     transformers' own bf16 error against the same fp32 reference). Decode attention runs our op when the
     attention spec accepts Sq=1 with GQA heads, else torch SDPA, and `where`/`fallbacks` say which."""
-    need(backend)
-    state16 = {k: v.bfloat16() for k, v in random_state(CFG, seed=8).items()}
-    ref = hf_check.hf_logits(hf_model(CFG, state16), *(p := (ids(2, 11, seed=3), ids(2, STEPS, seed=4))))
+    dev = need(backend)
+    state16 = weights(8, dev, torch.bfloat16)
+    p = (ids(2, 11, seed=3, device=dev), ids(2, STEPS, seed=4, device=dev))
+    ref = hf_check.hf_logits(hf_model(CFG, state16), *p)
     same = hf_check.hf_logits(hf_check.hf_model(CFG, state16, torch.bfloat16), *p)
     ours = LlamaModel(CFG, state16, backend)
     v = hf_check.verdict(hf_check.ours_logits(ours, *p), ref, same)
@@ -80,9 +92,9 @@ def test_bf16_prefill_and_decode_agree_with_hf_fp32(backend):
 @pytest.mark.parametrize("backend", ["torch"])
 def test_agreement_check_can_fail(backend):
     """A wrong model (one layer's post-attention norm weight 25% off) must fail the bf16 rule."""
-    need(backend)
-    state16 = {k: v.bfloat16() for k, v in random_state(CFG, seed=8).items()}
-    p = (ids(2, 11, seed=3), ids(2, 8, seed=4))
+    dev = need(backend)
+    state16 = weights(8, dev, torch.bfloat16)
+    p = (ids(2, 11, seed=3, device=dev), ids(2, 8, seed=4, device=dev))
     ref = hf_check.hf_logits(hf_model(CFG, state16), *p)
     same = hf_check.hf_logits(hf_check.hf_model(CFG, state16, torch.bfloat16), *p)
     bad = dict(state16)
@@ -94,11 +106,11 @@ def test_agreement_check_can_fail(backend):
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_bf16_prefill_uses_our_attention(backend):
-    need(backend)
-    state = random_state(CFG, seed=3)
+    dev = need(backend)
+    state = weights(3, dev)
     ours = LlamaModel(CFG, {k: v.bfloat16() for k, v in state.items()}, backend)
     hf = hf_model(CFG, {k: v.bfloat16().float() for k, v in state.items()})  # same rounded weights
-    prompt = ids(1, 17)
+    prompt = ids(1, 17, device=dev)
     got = ours(prompt).float()
     with torch.no_grad():
         ref = hf(prompt).logits
@@ -116,11 +128,14 @@ def test_random_weights_are_seeded_and_configurable():
 
 def test_load_safetensors_with_hf_names(tmp_path):
     st = pytest.importorskip("safetensors.torch", reason="safetensors not installed")
-    state = random_state(CFG, seed=7)
+    dev = need("torch")  # LlamaModel's default backend
+    state = random_state(CFG, seed=7)  # saved from the CPU; loaded straight onto the backend's device
     path = tmp_path / "model.safetensors"
     st.save_file(state, str(path))
-    loaded, direct = LlamaModel.from_safetensors(path, CFG), LlamaModel(CFG, state)
-    x = ids(1, 5)
+    loaded = LlamaModel.from_safetensors(path, CFG, device=dev)
+    direct = LlamaModel(CFG, {k: v.to(dev) for k, v in state.items()})
+    assert loaded.embed.device.type == dev and loaded.lm_head_t.device.type == dev
+    x = ids(1, 5, device=dev)
     assert torch.equal(loaded(x), direct(x))
     st.save_file({k: v for k, v in state.items() if "layers.1.mlp" not in k}, str(path))
     with pytest.raises(KeyError, match="model.layers.1.mlp"):
@@ -130,11 +145,11 @@ def test_load_safetensors_with_hf_names(tmp_path):
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_model_compiles_without_graph_breaks(backend):
     """custom_ops=True: every kernel is a torch custom op, so fullgraph tracing must succeed (a break raises)."""
-    need(backend)
+    dev = need(backend)
     torch._dynamo.reset()
-    state = {k: v.bfloat16() for k, v in random_state(CFG, seed=4).items()}
+    state = weights(4, dev, torch.bfloat16)
     eager, traced = LlamaModel(CFG, state, backend), LlamaModel(CFG, state, backend, custom_ops=True)
-    prompt = ids(1, 9)
+    prompt = ids(1, 9, device=dev)
     compiled = torch.compile(traced.forward, fullgraph=True, backend="eager")
     got, ref = compiled(prompt).float(), eager(prompt).float()
     assert (got - ref).abs().max().item() < 1e-2  # same kernels, same order: bf16 rounding at most

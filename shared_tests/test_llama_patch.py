@@ -1,6 +1,8 @@
 """issue 14 items 3 and 8: tilerosetta.patch on a tiny random transformers LlamaForCausalLM (patched vs
 unpatched logits, torch backend and the Triton interpreter), and the patched model under
-torch.compile(fullgraph=True) through the backends' torch custom ops (no graph break allowed)."""
+torch.compile(fullgraph=True) through the backends' torch custom ops (no graph break allowed).
+Models and token ids live on the backend's device (`device_type`: cuda on a GPU machine, cpu otherwise); the
+models are built on the CPU from the same seed and moved, so every machine compares the same weights."""
 from __future__ import annotations
 
 import pytest
@@ -16,7 +18,7 @@ FP32_TOL = 1e-4  # fp32: rms_norm/rope/silu_and_mul differ from HF by op order o
 BF16_TOL = 0.1   # bf16: HF norms in fp32, ours in bf16; logits O(1)
 
 
-def tiny(dtype, seed=0):
+def tiny(dtype, device, seed=0):
     torch.manual_seed(seed)
     cfg = transformers.LlamaConfig(
         hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=64, intermediate_size=256,
@@ -29,13 +31,20 @@ def tiny(dtype, seed=0):
         for n, p in m.named_parameters():
             if "norm" in n:
                 p.add_(0.1 * torch.randn_like(p))
-    return m.to(dtype)
+    return m.to(dtype=dtype, device=device)
 
 
-def need(name):
+def need(name) -> str:
+    """Skip when the backend cannot run here; else the device type its tensors must be on."""
     ok, why = backends.get(name).available()
     if not ok:
         pytest.skip(f"{name} unavailable: {why}")
+    return backends.get(name).device_type
+
+
+def randint(shape, seed, device):
+    """Token ids drawn on the CPU (the same on every machine), on `device`."""
+    return torch.randint(0, 97, shape, generator=torch.Generator().manual_seed(seed)).to(device)
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +55,7 @@ def _restore_rope():
 
 
 def logits_pair(backend, dtype, ids, compile_=False):
-    ref_model, model = tiny(dtype), tiny(dtype)
+    ref_model, model = tiny(dtype, ids.device), tiny(dtype, ids.device)
     with torch.no_grad():
         ref = ref_model(ids).logits.float()
         tilerosetta.patch(model, backend=backend)
@@ -57,8 +66,7 @@ def logits_pair(backend, dtype, ids, compile_=False):
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_patched_matches_unpatched_fp32(backend):
-    need(backend)
-    ids = torch.randint(0, 97, (2, 13), generator=torch.Generator().manual_seed(1))
+    ids = randint((2, 13), 1, need(backend))
     ref, got, model = logits_pair(backend, torch.float32, ids)
     assert (got - ref).abs().max().item() < FP32_TOL
     assert any(f.startswith("attention(torch.float32)") for f in model.tilerosetta_fallbacks)
@@ -66,8 +74,7 @@ def test_patched_matches_unpatched_fp32(backend):
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_patched_bf16_runs_our_attention(backend):
-    need(backend)
-    ids = torch.randint(0, 97, (1, 17), generator=torch.Generator().manual_seed(2))
+    ids = randint((1, 17), 2, need(backend))
     ref, got, model = logits_pair(backend, torch.bfloat16, ids)
     assert model.tilerosetta_fallbacks == set(), model.tilerosetta_fallbacks
     assert (got - ref).abs().max().item() < BF16_TOL
@@ -75,24 +82,24 @@ def test_patched_bf16_runs_our_attention(backend):
 
 def test_patch_changes_the_computation():
     """The check can fail: a patched norm with a wrong eps must move the logits past the tolerance."""
-    need("torch")
-    ids = torch.randint(0, 97, (1, 9), generator=torch.Generator().manual_seed(3))
-    model = tiny(torch.float32)
+    dev = need("torch")
+    ids = randint((1, 9), 3, dev)
+    model = tiny(torch.float32, dev)
     tilerosetta.patch(model, backend="torch")
     for m in model.modules():
         if hasattr(m, "variance_epsilon"):
             m.variance_epsilon = 10.0
     with torch.no_grad():
         bad = model(ids, use_cache=False).logits
-        ref = tiny(torch.float32)(ids).logits
+        ref = tiny(torch.float32, dev)(ids).logits
     assert (bad - ref).abs().max().item() > FP32_TOL
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_patched_model_compiles_without_graph_breaks(backend):
-    need(backend)
+    dev = need(backend)
     torch._dynamo.reset()
-    ids = torch.randint(0, 97, (1, 9), generator=torch.Generator().manual_seed(4))
+    ids = randint((1, 9), 4, dev)
     # fullgraph: a break raises. Known gap (hf_patch.py): compiled attention is SDPA (transformers
     # materializes the mask while tracing); rms_norm, rope, silu_and_mul are our custom ops in the graph.
     ref, got, _ = logits_pair(backend, torch.bfloat16, ids, compile_=True)
@@ -100,10 +107,10 @@ def test_patched_model_compiles_without_graph_breaks(backend):
 
 
 def test_custom_ops_have_one_namespace_per_backend():
-    need("torch")
+    dev = need("torch")
     from tilerosetta import torch_ops
     ns = torch_ops.register("torch")
-    x, w = torch.randn(4, 32), torch.rand(32) + 0.5
+    x, w = torch.randn(4, 32).to(dev), (torch.rand(32) + 0.5).to(dev)
     out = torch.compile(lambda a, b: ns.rms_norm(a, b, 1e-6), fullgraph=True, backend="eager")(x, w)
     torch.testing.assert_close(out, x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
     # the schema carries the spec's param defaults: omitting eps means the spec's 1e-6
@@ -116,15 +123,16 @@ def test_patched_compiled_model_agrees_with_hf_fp32(backend):
     """issue 14 item 4: the patched bf16 model under torch.compile, prefill and 32 teacher-forced decode steps,
     against transformers' fp32 eager model with the same weights, within hf_check's stated tolerance (3x
     transformers' own bf16 error). Dynamo's compile counter shows the forward really ran compiled."""
-    need(backend)
+    dev = need(backend)
     from torch._dynamo.testing import CompileCounter
 
     from tilerosetta.models import hf_check
     torch._dynamo.reset()
     g = torch.Generator().manual_seed(5)
     prompt, forced = torch.randint(0, 97, (2, 11), generator=g), torch.randint(0, 97, (2, 32), generator=g)
-    weights = {k: v.bfloat16().float() for k, v in tiny(torch.float32).state_dict().items()}  # bf16-exact
-    ref_m, same_m, model = tiny(torch.float32), tiny(torch.bfloat16), tiny(torch.bfloat16)
+    prompt, forced = prompt.to(dev), forced.to(dev)
+    weights = {k: v.bfloat16().float() for k, v in tiny(torch.float32, dev).state_dict().items()}  # bf16-exact
+    ref_m, same_m, model = tiny(torch.float32, dev), tiny(torch.bfloat16, dev), tiny(torch.bfloat16, dev)
     ref_m.load_state_dict(weights)
     same_m.load_state_dict(weights)
     model.load_state_dict(weights)
@@ -143,10 +151,11 @@ def test_patched_prefill_continuing_a_cache_is_causal_from_the_end(dtype):
     """A 5-token chunk after an 11-token prompt (1 < Sq < Sk): the patch's mask says 'causal, end-aligned'
     (None) and whichever attention runs (our op where its spec takes Sq < Sk, else SDPA with the mask built
     bottom-right) must give the unpatched model's logits."""
-    need("torch")
+    dev = need("torch")
     g = torch.Generator().manual_seed(6)
     prompt, chunk = torch.randint(0, 97, (2, 11), generator=g), torch.randint(0, 97, (2, 5), generator=g)
-    ref_m, model = tiny(dtype), tiny(dtype)
+    prompt, chunk = prompt.to(dev), chunk.to(dev)
+    ref_m, model = tiny(dtype, dev), tiny(dtype, dev)
     tilerosetta.patch(model, backend="torch")
     with torch.no_grad():
         outs = []
@@ -159,12 +168,12 @@ def test_patched_prefill_continuing_a_cache_is_causal_from_the_end(dtype):
 
 def test_patch_of_a_backend_without_attention_falls_back_and_says_why(monkeypatch):
     """cute_dsl has no attention yet: the patched model runs SDPA for it, names the reason, and still agrees."""
-    need("triton")
+    dev = need("triton")
     tri = backends.get("triton")
     impls = {k: v for k, v in tri.implementations().items() if k != "attention"}
     monkeypatch.setattr(tri, "implementations", lambda: impls)
     monkeypatch.setattr(tri, "missing", lambda: {"attention": "not written yet (test)"})
-    ids = torch.randint(0, 97, (1, 9), generator=torch.Generator().manual_seed(7))
+    ids = randint((1, 9), 7, dev)
     ref, got, model = logits_pair("triton", torch.bfloat16, ids)
     assert any("triton has no attention: not written yet (test)" in f for f in model.tilerosetta_fallbacks)
     assert (got - ref).abs().max().item() < BF16_TOL

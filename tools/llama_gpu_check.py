@@ -3,6 +3,8 @@
 
     PYTHONPATH=python python tools/llama_gpu_check.py OUT.json [--layers 2] [--backends torch,triton,...,best]
     PYTHONPATH=python python tools/llama_gpu_check.py OUT.json --smoke-cpu   # tiny config on CPU: the script runs
+    PYTHONPATH=python python tools/llama_gpu_check.py OUT.json --smoke       # tiny config on the torch backend's
+                                                                             # device (cuda on a GPU machine)
 
 A Llama-3.1-8B-shaped model (hidden 4096, 32/8 heads, MLP 14336, vocab 128256) with --layers layers and
 random weights (seed 0, rounded to bf16 once, so every model below has exactly the same weights):
@@ -38,6 +40,8 @@ def main():
     ap.add_argument("--backends", default="", help="comma-separated (default: torch, every backend of ours, best)")
     ap.add_argument("--max-seconds", type=float, default=150.0, help="start no new backend after this")
     ap.add_argument("--smoke-cpu", action="store_true", help="tiny config on CPU, to check this script runs")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny config on the torch backend's device (cuda on a GPU machine, else cpu)")
     a = ap.parse_args()
     from tilerosetta import backends
     backends.get("triton")  # before transformers imports triton (sets TRITON_INTERPRET=1 without a GPU)
@@ -51,9 +55,10 @@ def main():
     if not a.backends:
         from tilerosetta.commands.e2e import our_backends
         a.backends = ",".join([*our_backends(), "best"])
-    dev = "cpu" if a.smoke_cpu else "cuda"
+    tiny = a.smoke_cpu or a.smoke
+    dev = "cpu" if a.smoke_cpu else backends.get("torch").device_type if a.smoke else "cuda"
     cfg = (LlamaConfig(hidden=128, heads=4, kv_heads=2, head_dim=64, mlp=256, vocab=101, layers=a.layers,
-                       rope_original_max=32) if a.smoke_cpu else LlamaConfig(layers=a.layers))
+                       rope_original_max=32) if tiny else LlamaConfig(layers=a.layers))
     state16 = {k: v.bfloat16() for k, v in random_state(cfg, seed=0, dtype=torch.float32, device=dev).items()}
     g = torch.Generator().manual_seed(1)
     prompt = torch.randint(0, cfg.vocab, (1, a.prompt), generator=g).to(dev)
@@ -71,7 +76,7 @@ def main():
               "tolerance_baseline": "transformers bf16 (sdpa), same weights", "rule": hf_check.verdict(same, ref, same)["rule"],
               "hf_bf16_vs_ref": {k: v for k, v in hf_check.verdict(same, ref).items() if k.endswith("err")},
               "transformers": transformers.__version__, "torch": torch.__version__,
-              "gpu": torch.cuda.get_device_name() if dev == "cuda" else "none (--smoke-cpu)", "backends": {}}
+              "gpu": torch.cuda.get_device_name() if dev == "cuda" else "none (CPU smoke run)", "backends": {}}
     all_ok = True
     for name in a.backends.split(","):
         entry = result["backends"][name] = {}
