@@ -1,6 +1,6 @@
 """matmul: C (M, N) = A (M, K) @ B (K, N); fp32 may use tf32 (tf32 tolerance)."""
 
-from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling
+from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling, small_m_class
 
 
 class Matmul(OpSpec):
@@ -20,6 +20,9 @@ class Matmul(OpSpec):
         Case({"M": m, "N": n, "K": 4096}) for m in (1, 16) for n in (4096, 14336))
     # bench --scaling: M from 1 (a GEMV) to 16384 at N = K = 4096
     scaling = (Scaling(("M",), (1, 16, 128, 1024, 4096, 16384), {"N": 4096, "K": 4096}),)
+
+    def size_class_suffix(self, dims):
+        return small_m_class(dims)
 
     def tolerance(self, dtype):
         return TF32_TOLERANCE if dtype == FP32 else super().tolerance(dtype)
