@@ -37,8 +37,6 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, M, N, K, stride_ab, stride_bb, 
     # 65535, and neighbouring programs read neighbouring column panels of the same B rows.
     pid = tl.program_id(0) % (tiles_m * tiles_n)
     rest = tl.program_id(0) // (tiles_m * tiles_n)
-    split = rest % N_SPLIT
-    batch = (rest // N_SPLIT).to(tl.int64)
     # Grouped ordering: GROUP_M tile-rows are walked column-major inside the group.
     per_group = GROUP_M * tiles_n
     first_m = (pid // per_group) * GROUP_M
@@ -47,9 +45,13 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, M, N, K, stride_ab, stride_bb, 
     pid_n = (pid % per_group) // group_rows
 
     if SPLIT:
+        split = rest % N_SPLIT
+        batch = (rest // N_SPLIT).to(tl.int64)
         lo = split * K_CHUNK
         hi = min(K, lo + K_CHUNK)
-    else:
+    else:  # no split-index arithmetic at all: the large-M kernel stays as lean as before split-K existed
+        split = 0
+        batch = rest.to(tl.int64)
         lo = 0
         hi = K
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
