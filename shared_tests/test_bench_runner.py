@@ -104,6 +104,17 @@ def test_missing_and_unsupported_are_recorded_with_reason(tmp_path):
     assert rec["status"] == "unsupported" and "cuda" in rec["message"]
 
 
+def test_decode_matmul_is_judged_against_bandwidth():
+    # A decode-sized matmul (M <= 64) streams its weight: its record's bound (hence its % of ceiling) is
+    # memory; the GEMM cases stay compute.
+    mm = get_spec("matmul")
+    backend = CountingBackend("b")
+    bounds = {c.name: runner.base_record(backend, mm, torch.bfloat16, c)["bound"] for c in mm.bench_cases}
+    assert bounds["M4096_N4096_K4096"] == "compute" and bounds["M1_N4096_K4096"] == "memory"
+    assert bounds["M16_N14336_K4096"] == "memory"
+    assert get_spec("bmm").case_bound(get_spec("bmm").bench_cases[0]) == "compute"
+
+
 def test_select_cases():
     mm = get_spec("matmul")
     assert runner.select_cases(mm) == list(mm.bench_cases)

@@ -252,6 +252,10 @@ class OpSpec:
     def tolerance(self, dtype: torch.dtype) -> float:
         return DEFAULT_TOLERANCE[dtype]
 
+    def case_bound(self, case: Case) -> str:
+        """The roofline ceiling of one case ("memory" or "compute"); default: the op's `bound`."""
+        return self.bound
+
     def size_class_suffix(self, dims: dict[str, int]) -> str:
         """More of the tuned table's size class (tuning.size_class) where the largest dim alone would mix
         problems whose best tiles differ (matmul: M=1 and M=4096 at N=K=4096). Default: nothing."""
