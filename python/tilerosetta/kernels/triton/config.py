@@ -115,7 +115,7 @@ def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
         for bn, bk, sk, s in itertools.product((32, 64, 128), (64, 128, 256), (0, 1, 4, 8, 16), (3, 4, 5)):
             cfg = {"BLOCK_M": 64, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": 4, "num_stages": s,
                    "SPLIT_K": sk}
-            if s * (16 * bk + bk * bn) * size <= 200 * 1024 and cfg not in out:  # A tile of M <= 16 rows
+            if s * (64 * bk + bk * bn) * size <= 200 * 1024 and cfg not in out:  # fits at M = 64 rows too
                 out.append(cfg)
     elif op == "attention":
         out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s, "TMA": t}
