@@ -104,13 +104,24 @@ def test_missing_and_unsupported_are_recorded_with_reason(tmp_path):
     assert rec["status"] == "unsupported" and "cuda" in rec["message"]
 
 
+def test_decode_matmul_is_judged_against_bandwidth():
+    # A decode-sized matmul (M <= 64) streams its weight: its record's bound (hence its % of ceiling) is
+    # memory; the GEMM cases stay compute.
+    mm = get_spec("matmul")
+    backend = CountingBackend("b")
+    bounds = {c.name: runner.base_record(backend, mm, torch.bfloat16, c)["bound"] for c in mm.bench_cases}
+    assert bounds["M4096_N4096_K4096"] == "compute" and bounds["M1_N4096_K4096"] == "memory"
+    assert bounds["M16_N14336_K4096"] == "memory"
+    assert get_spec("bmm").case_bound(get_spec("bmm").bench_cases[0]) == "compute"
+
+
 def test_select_cases():
     mm = get_spec("matmul")
     assert runner.select_cases(mm) == list(mm.bench_cases)
     assert runner.select_cases(mm, quick=True) == [mm.bench_cases[0]]
     assert runner.select_cases(mm, "1") == [mm.bench_cases[1]]
-    with pytest.raises(ValueError, match="matmul has 2 bench case"):
-        runner.select_cases(mm, "5")
+    with pytest.raises(ValueError, match=f"matmul has {len(mm.bench_cases)} bench case"):
+        runner.select_cases(mm, str(len(mm.bench_cases)))
     assert runner.select_cases(mm, "M=8192") == [mm.bench_cases[1]]
     new = runner.select_cases(mm, "M=100,N=200,K=300")
     assert [c.name for c in new] == ["M100_N200_K300"]

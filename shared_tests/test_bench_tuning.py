@@ -20,6 +20,12 @@ def test_size_class():
     assert tuning.size_class(att, "attention") == "le4096_D128"
     assert tuning.size_class({**att, "D": 64}, "attention") == "le4096_D64"
     assert tuning.size_class({"M": 4096, "N": 4096, "K": 4096}, "matmul") == "le4096"
+    # decode-sized matmuls (M <= 64) are classes of their own: their best tiles are not the GEMM's
+    assert tuning.size_class({"M": 1, "N": 4096, "K": 4096}, "matmul") == "le4096_M1"
+    assert tuning.size_class({"M": 3, "N": 14336, "K": 4096}, "matmul") == "le16384_M4"
+    assert tuning.size_class({"Bt": 2, "M": 64, "N": 4096, "K": 4096}, "bmm") == "le4096_M64"
+    assert tuning.size_class({"M": 65, "N": 4096, "K": 4096}, "matmul") == "le4096"
+    assert tuning.size_class({"M": 1, "N": 4096}, "softmax") == "le4096"  # other ops' M is rows, not tokens
     with pytest.raises(ValueError):
         tuning.size_class({})
 

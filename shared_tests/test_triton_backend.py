@@ -152,3 +152,80 @@ def test_availability_and_versions(request):
         assert b.device_type == "cpu" and "TRITON_INTERPRET=1" in reason
     assert b.versions()["triton"]
     assert not b.missing()
+
+
+def test_matmul_split_k_plan():
+    from tilerosetta.kernels.matmul_split import split_plan
+
+    # Llama 3.1 8B decode, bf16, 16 x 64 tiles: M=1 q/o projection (64 tiles) -> 8 chunks of 512, 512 programs
+    assert split_plan(64, 1, 4096, 128, 2) == (8, 512)
+    assert split_plan(224, 16, 4096, 128, 2) == (3, 1408)  # M=16, N=14336: 672 programs
+    assert split_plan(128256 // 64, 1, 4096, 128, 2) == (1, 4096)  # LM head: the tiles fill the GPU alone
+    assert split_plan(64, 64, 4096, 128, 2) == (2, 2048)  # M=64: the partials' traffic caps the split
+    assert split_plan(16, 128, 4096, 64, 2) == (1, 4096)  # M=128 (128x256 tiles): never split
+    assert split_plan(64, 1, 200, 128, 2) == (1, 200)  # too shallow a K
+    assert split_plan(4096, 4096, 4096, 64, 2, split_k=8) == (8, 512)  # forced
+    assert split_plan(1, 1, 300, 64, 2, split_k=16) == (5, 64)  # forced, capped by K's tiles
+    assert split_plan(1, 1, 4096, 64, 2, split_k=1) == (1, 4096)  # off
+    n, chunk = split_plan(3, 5, 1000, 16, 4)
+    assert n > 1 and chunk % 16 == 0 and (n - 1) * chunk < 1000 <= n * chunk
+
+
+def _matmul_launches(op, dtype, dims, cfg):
+    from tilerosetta.kernels.triton import matmul
+
+    bt = (dims["Bt"],) if op == "bmm" else ()
+    a = torch.empty(*bt, dims["M"], dims["K"], dtype=dtype, device="meta")
+    b = torch.empty(*bt, dims["K"], dims["N"], dtype=dtype, device="meta")
+    out = torch.empty(*bt, dims["M"], dims["N"], dtype=dtype, device="meta")
+    return matmul.prepare_batched(a, b, out, bt[0] if bt else 1, dims["M"], dims["N"], dims["K"], cfg)
+
+
+def test_matmul_decode_takes_split_k(triton_backend):
+    # The GPU table's plan (what an H200 launches) on meta tensors: decode shapes split K, a large GEMM
+    # and the LM head do not.
+    from tilerosetta.kernels.triton import config
+
+    def plan(m, n, k):
+        cfg = config.default("matmul", torch.bfloat16, {"M": m, "N": n, "K": k}, interpret=False)
+        return [(lx.kernel.fn.__name__, lx.grid[0], lx.constexprs.get("BLOCK_M"))
+                for lx in _matmul_launches("matmul", torch.bfloat16, {"M": m, "N": n, "K": k}, cfg)]
+
+    assert plan(1, 4096, 4096) == [("matmul_kernel", 512, 16), ("splitk_reduce_kernel", 8, None)]  # 512 outputs x 8 partials each
+    assert plan(16, 14336, 4096)[0] == ("matmul_kernel", 672, 16)
+    assert [name for name, *_ in plan(64, 4096, 4096)] == ["matmul_kernel", "splitk_reduce_kernel"]
+    assert plan(1, 128256, 4096) == [("matmul_kernel", 2004, 16)]
+    assert plan(4096, 4096, 4096) == [("matmul_kernel", 512, 128)]
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=dtype_name)
+def test_matmul_small_m_split_k_runs(triton_backend, dtype):
+    # The default config at M=1 against a deep K takes the split-K pair; its result passes the spec's
+    # tolerance and is the same bits on a second run (fixed-order reduction, no atomics).
+    from tilerosetta.kernels.triton import matmul, run
+
+    b = triton_backend
+    dims = {"M": 1, "N": 200, "K": 1536}
+    cfg = b.config_for("matmul", dtype, dims)
+    x, w = torch.randn(1, 1536, dtype=dtype), torch.randn(1536, 200, dtype=dtype)
+    outs = [torch.full((1, 200), float("nan"), dtype=dtype) for _ in range(2)]
+    for out in outs:
+        launches = matmul.prepare(x.to(b.device_type), w.to(b.device_type), out_dev := out.to(b.device_type), cfg)
+        assert [lx.kernel.fn.__name__ for lx in launches] == ["matmul_kernel", "splitk_reduce_kernel"]
+        assert launches[0].constexprs["SPLIT"] and launches[0].args[-2] > 1
+        run(launches)
+        out.copy_(out_dev.cpu())
+    assert torch.equal(outs[0], outs[1])
+    _check(b, "matmul", dtype, Case(dims), {})
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_name)
+@pytest.mark.parametrize("op", ["matmul", "bmm"])
+@pytest.mark.parametrize("split_k", [1, 3, 64])
+def test_matmul_forced_split_k(triton_backend, op, dtype, split_k):
+    # Forced chunk counts: off, a ragged last chunk (K=700 in 3 chunks of 256), more than K has tiles (capped).
+    dims = {"M": 5, "N": 70, "K": 700} | ({"Bt": 3} if op == "bmm" else {})
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": split_k}
+    launches = _matmul_launches(op, dtype, dims, {**triton_backend.default_config(op, dtype, dims), **cfg})
+    assert len(launches) == (1 if split_k == 1 else 2)
+    _check(triton_backend, op, dtype, Case(dims), cfg, seed=split_k)

@@ -36,7 +36,8 @@ def _dtype(dtype) -> str:
 def size_class(dims: dict[str, int], op: str | None = None) -> str:
     """'le<P>' with P the smallest power of two >= the largest dim (at least 1), followed by the value of
     every structural dim of the op (the spec's dim_choices, e.g. attention's head dim: 'le4096_D128'),
-    since the best tiles for D=64 and D=128 differ even at the same sequence length."""
+    since the best tiles for D=64 and D=128 differ even at the same sequence length, and then the spec's own
+    size_class_suffix (matmul at M <= 64: '_M<pow2>', a decode weight stream, not a 4096^3 GEMM)."""
     if not dims:
         raise ValueError("size_class of a case without dims")
     largest = max(int(v) for v in dims.values())
@@ -49,6 +50,7 @@ def size_class(dims: dict[str, int], op: str | None = None) -> str:
         for k in get_spec(op).dim_choices:
             if k in dims and k not in ("S", "Sk"):  # lengths only vary the random tests, they are not structural
                 cls += f"_{k}{int(dims[k])}"
+        cls += get_spec(op).size_class_suffix(dims)
     return cls
 
 

@@ -145,7 +145,7 @@ def build_plan(ops: Iterable[str], dtypes: Iterable[str] | None, size: str | Non
 def base_record(backend: Backend, spec: OpSpec, dtype: torch.dtype, case: Case) -> dict:
     return {"type": "result", "backend": backend.name, "op": spec.name, "dtype": dtype_name(dtype),
             "case": case.name, "dims": dict(case.dims), "params": spec.full_params(case.params),
-            "bound": spec.bound, "distribution": spec.bench_distribution(case),
+            "bound": spec.case_bound(case), "distribution": spec.bench_distribution(case),
             "headline": spec.is_headline(case)}
 
 
@@ -290,7 +290,7 @@ class CaseRunner:
             rec["note"] = note(spec.name)
         flops, nbytes = spec.flops(case), spec.bytes_moved(case, dtype)
         rec.update(flops=flops, bytes=nbytes)
-        rec.update(metrics(flops, nbytes, t.median_ms, spec.bound, rec["dtype"],
+        rec.update(metrics(flops, nbytes, t.median_ms, rec["bound"], rec["dtype"],
                            None if self.settings.cpu else self.ceilings))
         rec["status"] = "ok"
         if (rec.get("pct_of_ceiling") or 0) > SUSPECT_PCT:

@@ -120,6 +120,16 @@ class Case:
         return hash(self.name)
 
 
+SMALL_M = 64  # matmul rows up to which a product is a weight stream (decode) rather than a GEMM
+
+
+def small_m_class(dims: dict[str, int]) -> str:
+    """'_M<P>' (P the power of two >= M) for M <= SMALL_M, else '': decode-sized matmuls get tuned entries
+    of their own instead of the GEMM's of the same largest dim."""
+    m = int(dims.get("M", SMALL_M + 1))
+    return f"_M{1 << max(0, m - 1).bit_length()}" if 0 < m <= SMALL_M else ""
+
+
 @dataclass(frozen=True)
 class Scaling:
     """One size sweep of an op for `tilerosetta bench --scaling` (data, not runner code): each value of
@@ -241,6 +251,15 @@ class OpSpec:
 
     def tolerance(self, dtype: torch.dtype) -> float:
         return DEFAULT_TOLERANCE[dtype]
+
+    def case_bound(self, case: Case) -> str:
+        """The roofline ceiling of one case ("memory" or "compute"); default: the op's `bound`."""
+        return self.bound
+
+    def size_class_suffix(self, dims: dict[str, int]) -> str:
+        """More of the tuned table's size class (tuning.size_class) where the largest dim alone would mix
+        problems whose best tiles differ (matmul: M=1 and M=4096 at N=K=4096). Default: nothing."""
+        return ""
 
     def check_extra(self, dims: dict[str, int], params: dict[str, Any]) -> tuple[str, str] | None:
         """Op-specific constraints beyond shapes: return (arg, message) if violated."""

@@ -1,6 +1,6 @@
 """bmm: batched matmul (Bt, M, K) @ (Bt, K, N) -> (Bt, M, N); fp32 may use tf32."""
 
-from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling
+from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling, small_m_class
 
 
 class Bmm(OpSpec):
@@ -15,6 +15,14 @@ class Bmm(OpSpec):
     bench_cases = (Case({"Bt": 16, "M": 2048, "N": 2048, "K": 2048}),
                    Case({"Bt": 4, "M": 4096, "N": 4096, "K": 4096}))
     scaling = (Scaling(("Bt",), (1, 4, 16, 64), {"M": 1024, "N": 1024, "K": 1024}),)  # bench --scaling: batch
+
+    def size_class_suffix(self, dims):
+        return small_m_class(dims)
+
+    def case_bound(self, case):
+        # M <= 64 rows (decode): <= 64 flops per bf16 weight byte, far below the H200 ridge (~200): a weight
+        # stream, judged against copy bandwidth
+        return "memory" if small_m_class(case.dims) else self.bound
 
     def tolerance(self, dtype):
         return TF32_TOLERANCE if dtype == FP32 else super().tolerance(dtype)

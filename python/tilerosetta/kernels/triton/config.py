@@ -32,18 +32,22 @@ _GPU: dict[str, dict[str, dict[str, Any]]] = {
     **{op: {"*": dict(_ROW_GPU)} for op in ROW_OPS},
     "silu_and_mul": {"*": {"BLOCK_M": 1, "BLOCK_H": 2048, "num_warps": 8}},
     "rope": {"*": {"BLOCK_R": 16, "num_warps": 4}},
+    # SPLIT_K: 0 = the split-K plan decides (kernels/matmul_split.py: splits only small-M products whose
+    # tiles underfill the GPU), 1 = never split, n = n K chunks. BLOCK_M shrinks to the rows there are.
     "matmul": {"*": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
-                     "num_stages": 3},
+                     "num_stages": 3, "SPLIT_K": 0},
                "fp32": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
-                        "num_stages": 3}},
+                        "num_stages": 3, "SPLIT_K": 0}},
     # TMA: 1 = tensor-descriptor loads/stores (attention.py); 0 = pointer loads (cp.async).
     "attention": {"*": {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "TMA": 0}},
 }
 _GPU["bmm"] = _GPU["matmul"]
 
-# Small problems waste most of a 128x256 tile: below these sizes the GPU uses a smaller one.
+# Small M (decode: 1..64 tokens) is a weight stream: narrow column panels and deep K tiles give many
+# programs (with split-K, >= 4 per SM) that each keep 3 B tiles of 16 KB in flight (128-bit loads).
 _MATMUL_SMALL_M = 64
-_MATMUL_SMALL = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4}
+_MATMUL_SMALL = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4,
+                 "SPLIT_K": 0}
 _ATTENTION_D64 = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": 0}
 
 _INTERPRET: dict[str, dict[str, Any]] = {
@@ -106,7 +110,13 @@ def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
             smem = s * (bm * bk + bk * bn) * size
             if smem <= 200 * 1024:
                 out.append({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": w,
-                            "num_stages": s})
+                            "num_stages": s, "SPLIT_K": 0})
+        # Small M (decode): panel width, K depth and the K split (0 = the plan's choice), at 4 warps.
+        for bn, bk, sk, s in itertools.product((32, 64, 128), (64, 128, 256), (0, 1, 4, 8, 16), (3, 4, 5)):
+            cfg = {"BLOCK_M": 64, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": 4, "num_stages": s,
+                   "SPLIT_K": sk}
+            if s * (64 * bk + bk * bn) * size <= 200 * 1024 and cfg not in out:  # fits at M = 64 rows too
+                out.append(cfg)
     elif op == "attention":
         out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s, "TMA": t}
                for t, m, n, w, s in itertools.product((0, 1), (64, 128), (32, 64, 128), (4, 8), (2, 3, 4))]

@@ -5,23 +5,38 @@ One (BLOCK_M, BLOCK_N) tile of out per program, accumulated in fp32 over BLOCK_K
 Programs are ordered in groups of GROUP_M tile-rows: consecutive programs share the same few A row
 panels and sweep B's column panels, so both stay in L2 (grouped ordering).
 Tails in M, N and K are masked; masked K lanes load 0 and add nothing to the dot.
+
+Split-K (small M, e.g. a decode step's M = 1..64 tokens against a 4096 x 14336 weight): the output tiles
+alone are far fewer than the 132 SMs, so a GEMV-like product would stream the weight from a handful of
+SMs. The plan (kernels/matmul_split.py) then cuts K into N_SPLIT chunks of K_CHUNK: program (tile, split)
+writes its fp32 partial tile to a workspace (N_SPLIT, Bt*M*N) and `splitk_reduce_kernel` sums the splits
+in a fixed order and casts: deterministic, no atomics, no host sync (the workspace comes from torch's
+caching allocator on the current stream, so the pair is CUDA-graph capturable). The tile's M shrinks to
+the rows there are (>= 16 for tl.dot), so M = 1 loads one 16-row A tile and streams B's (BLOCK_K, BLOCK_N)
+tiles, N contiguous (128-bit loads).
 """
 
+import torch
 import triton
 import triton.language as tl
 
+from tilerosetta.kernels.attention_split import device_sms
+from tilerosetta.kernels.matmul_split import split_plan
 from tilerosetta.kernels.triton import Launch
+
+REDUCE_ELEMENTS = 4096  # fp32 partials one reduce program loads at once (16 KB in flight, 32 per thread)
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, out_ptr, M, N, K, stride_ab, stride_bb, stride_ob,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                  INPUT_PRECISION: tl.constexpr):
+def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, M, N, K, stride_ab, stride_bb, stride_ob, stride_ws, N_SPLIT,
+                  K_CHUNK,                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                  INPUT_PRECISION: tl.constexpr, SPLIT: tl.constexpr):
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
-    # One flat program axis of (batch entry, output tile), tile fastest: Bt may exceed axis 1's 65535.
-    batch = (tl.program_id(0) // (tiles_m * tiles_n)).to(tl.int64)
+    # One flat program axis of (batch entry, K split, output tile), tile fastest: Bt may exceed axis 1's
+    # 65535, and neighbouring programs read neighbouring column panels of the same B rows.
     pid = tl.program_id(0) % (tiles_m * tiles_n)
+    rest = tl.program_id(0) // (tiles_m * tiles_n)
     # Grouped ordering: GROUP_M tile-rows are walked column-major inside the group.
     per_group = GROUP_M * tiles_n
     first_m = (pid // per_group) * GROUP_M
@@ -29,31 +44,75 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, M, N, K, stride_ab, stride_bb, stride_o
     pid_m = first_m + (pid % per_group) % group_rows
     pid_n = (pid % per_group) // group_rows
 
+    if SPLIT:
+        split = rest % N_SPLIT
+        batch = (rest // N_SPLIT).to(tl.int64)
+        lo = split * K_CHUNK
+        hi = min(K, lo + K_CHUNK)
+    else:  # no split-index arithmetic at all: the large-M kernel stays as lean as before split-K existed
+        split = 0
+        batch = rest.to(tl.int64)
+        lo = 0
+        hi = K
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + batch * stride_ab + rm[:, None].to(tl.int64) * K + rk[None, :]
-    b_ptrs = b_ptr + batch * stride_bb + rk[:, None].to(tl.int64) * N + rn[None, :]
+    a_ptrs = a_ptr + batch * stride_ab + rm[:, None].to(tl.int64) * K + (lo + rk[None, :])
+    b_ptrs = b_ptr + batch * stride_bb + (lo + rk[:, None]).to(tl.int64) * N + rn[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, K, BLOCK_K):
-        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (k + rk[None, :] < K), other=0.0)
-        b = tl.load(b_ptrs, mask=(k + rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+    for k in range(lo, hi, BLOCK_K):
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (k + rk[None, :] < hi), other=0.0)
+        b = tl.load(b_ptrs, mask=(k + rk[:, None] < hi) & (rn[None, :] < N), other=0.0)
         acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K * N
-    out_ptrs = out_ptr + batch * stride_ob + rm[:, None].to(tl.int64) * N + rn[None, :]
-    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if SPLIT:
+        # Partial tile of this split: ws[split, batch, m, n], fp32 (the reduce casts once, at the end).
+        ws_ptrs = (ws_ptr + split.to(tl.int64) * stride_ws + batch * stride_ob + rm[:, None].to(tl.int64) * N
+                   + rn[None, :])
+        tl.store(ws_ptrs, acc, mask=mask)
+    else:
+        out_ptrs = out_ptr + batch * stride_ob + rm[:, None].to(tl.int64) * N + rn[None, :]
+        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def splitk_reduce_kernel(ws_ptr, out_ptr, TOTAL, N_SPLIT, BLOCK: tl.constexpr, SPLIT_P2: tl.constexpr):
+    """out[i] = sum over the splits of ws[s, i], for BLOCK flat elements of out per program. All splits are
+    loaded at once (one (SPLIT_P2, BLOCK) tile: every load in flight together) and summed by tl.sum, whose
+    order is fixed by the compiled kernel: the same result on every run."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    s = tl.arange(0, SPLIT_P2)
+    mask = (s[:, None] < N_SPLIT) & (offs[None, :] < TOTAL)
+    part = tl.load(ws_ptr + s[:, None].to(tl.int64) * TOTAL + offs[None, :], mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.sum(part, axis=0).to(out_ptr.dtype.element_ty), mask=offs < TOTAL)
 
 
 def prepare_batched(a, b, out, batch, m, n, k, cfg):
-    """The launch over `batch` independent (m, k) @ (k, n) products laid out contiguously."""
+    """The launches over `batch` independent (m, k) @ (k, n) products laid out contiguously: the tiled
+    kernel alone, or (split-K) the tiled kernel into an fp32 workspace and the reduce."""
     # fp32 inputs use tf32 tensor cores (allowed by the spec); fp16/bf16 inputs are exact products anyway.
     precision = "tf32" if a.dtype.itemsize == 4 else "ieee"
-    grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]) * batch,)
-    return [Launch(matmul_kernel, grid, (a, b, out, m, n, k, m * k, k * n, m * n),
-                   {"BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
-                    "GROUP_M": cfg["GROUP_M"], "INPUT_PRECISION": precision},
-                   {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})]
+    # The tile shrinks to the rows there are (decode: 1..64 tokens); tl.dot needs >= 16.
+    bm = max(16, min(cfg["BLOCK_M"], triton.next_power_of_2(m)))
+    bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn) * batch
+    n_split, chunk = split_plan(tiles, m, k, bk, a.dtype.itemsize, cfg["SPLIT_K"], device_sms(a.device))
+    split = n_split > 1
+    total = batch * m * n
+    ws = torch.empty((n_split, total), dtype=torch.float32, device=a.device) if split else out
+    launches = [Launch(matmul_kernel, (tiles * n_split,),
+                       (a, b, out, ws, m, n, k, m * k, k * n, m * n, total, n_split, chunk),
+                       {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": cfg["GROUP_M"],
+                        "INPUT_PRECISION": precision, "SPLIT": split},
+                       {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})]
+    if split:
+        sp2 = triton.next_power_of_2(n_split)
+        block = max(32, REDUCE_ELEMENTS // sp2)  # about REDUCE_ELEMENTS partials per program
+        launches.append(Launch(splitk_reduce_kernel, (triton.cdiv(total, block),), (ws, out, total, n_split),
+                               {"BLOCK": block, "SPLIT_P2": sp2}, {"num_warps": 4}))
+    return launches
 
 
 def prepare(a, b, out, cfg):
