@@ -58,10 +58,24 @@ def test_prefill_and_decode_match_hf_fp32(backend):
     state = weights(0, dev)
     ours, hf = LlamaModel(CFG, state, backend), hf_model(CFG, state)
     prompt, forced = ids(2, 11, device=dev), ids(2, STEPS, seed=2, device=dev)
-    v = hf_check.verdict(hf_check.ours_logits(ours, prompt, forced), hf_check.hf_logits(hf, prompt, forced))
-    assert v["decode_steps"] == STEPS
-    assert v["ok"], v
-    assert v["prefill_max_abs_err"] < FP32_TOL and v["decode_max_abs_err"] < FP32_TOL, v
+    got, ref = hf_check.ours_logits(ours, prompt, forced), hf_check.hf_logits(hf, prompt, forced)
+    if dev == "cuda" and backend != "torch":
+        # Our fp32 matmuls may round inputs to TF32 on a GPU (the matmul spec's fp32 tolerance allows it; H200
+        # run of 2026-12-01: Triton 1.0e-3 / 1.4e-3 here). The baseline is then transformers with TF32 matmuls,
+        # under the bf16 rule (3x its error + a floor), as the bf16 test does for bf16 rounding.
+        allow = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            same = hf_check.hf_logits(hf, prompt, forced)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = allow
+        v = hf_check.verdict(got, ref, same, dtype=torch.float32)
+        assert v["decode_steps"] == STEPS and v["ok"], v
+    else:
+        v = hf_check.verdict(got, ref)
+        assert v["decode_steps"] == STEPS
+        assert v["ok"], v
+        assert v["prefill_max_abs_err"] < FP32_TOL and v["decode_max_abs_err"] < FP32_TOL, v
     # fp32 attention is torch SDPA (the spec's dtypes are fp16/bf16), and the model says so
     assert any(f.startswith("attention(torch.float32)") for f in ours.fallbacks)
     assert ours.where["matmul"] == backend and ours.where["rms_norm"] == backend
