@@ -177,9 +177,12 @@ def test_config_for_is_memoised_but_follows_every_change(name, private_table, mo
     first = b.config_for(op, dtype, dims)
     first["MUTATED"] = 1  # a caller changing its copy must not change the next answer
     assert b.config_for(op, dtype, dims) == builtin
+    assert b.config_overrides(op, dtype, dims) == {}
     b.set_config(op, dtype, space[-1])
     assert b.config_for(op, dtype, dims) == {**builtin, **space[-1]}
+    assert b.config_overrides(op, dtype, dims) == space[-1]
     b.set_config(op, dtype, None)
+    assert b.config_overrides(op, dtype, dims) == {}
     other = next((c for c in space if any(builtin.get(k) != v for k, v in c.items())), None)
     if other is None:
         pytest.skip(f"{name}: every configuration of the space equals the default")

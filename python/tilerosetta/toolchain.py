@@ -119,9 +119,17 @@ def find() -> Toolchain:
 _ACTIVATED: tuple[tuple, Toolchain] | None = None  # (the env it left, the trio) after the last activation
 
 
+_ENV_KEYS = ("PATH", "CUDA_HOME", "CUDA_PATH", "TILEROSETTA_TOOLCHAIN")
+# os.environ's encoded store (POSIX): four dict lookups instead of four encode + decode round trips, which
+# cost more than the check on a launch path; any other platform reads os.environ itself.
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_DATA_KEYS = tuple(os.environ.encodekey(k) for k in _ENV_KEYS) if hasattr(os.environ, "encodekey") else None
+
+
 def _activation_env() -> tuple:
-    e = os.environ
-    return e.get("PATH"), e.get("CUDA_HOME"), e.get("CUDA_PATH"), e.get("TILEROSETTA_TOOLCHAIN")
+    if _ENV_DATA is not None and _ENV_DATA_KEYS is not None:
+        return tuple(_ENV_DATA.get(k) for k in _ENV_DATA_KEYS)
+    return tuple(os.environ.get(k) for k in _ENV_KEYS)
 
 
 def activate() -> Toolchain:

@@ -316,23 +316,29 @@ class Backend:
 
     def config_overrides(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
         """Only what differs from the builtin table: the valid tuned entry with the forced keys on top. For
-        a native layer that resolves its own builtin table from the call (cutile_rs)."""
-        return {**self._valid_tuned(op, dtype, dims), **self.forced_config(op, dtype)}
+        a native layer that resolves its own builtin table from the call (cutile_rs). Memoised like
+        config_for."""
+        return self._memoised("overrides", op, dtype, dims, lambda: {
+            **self._valid_tuned(op, dtype, dims), **self.forced_config(op, dtype)})
 
     def config_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
         """What a call with these dims uses: default_config with the forced keys on top. Launch paths ask
         on every call, so the answer is memoised per (op, dtype, dims) until set_config or the tuned table
         changes (tuning.generation; tuning.lookup is in the key too, as tools and tests may swap it)."""
+        return self._memoised("config", op, dtype, dims, lambda: {
+            **self.default_config(op, dtype, dims), **self.forced_config(op, dtype)})
+
+    def _memoised(self, kind: str, op: str, dtype: torch.dtype, dims: dict[str, int], compute) -> dict[str, Any]:
         from tilerosetta import tuning
 
         token = (tuning.generation(), tuning.lookup)
         memo = self.__dict__.get("_config_memo")
         if memo is None or memo[0] != token:
             memo = self._config_memo = (token, {})
-        key = (op, dtype, tuple(dims.items()))
+        key = (kind, op, dtype, tuple(dims.items()))
         cfg = memo[1].get(key)
         if cfg is None:
-            cfg = {**self.default_config(op, dtype, dims), **self.forced_config(op, dtype)}
+            cfg = compute()
             if len(memo[1]) >= 4096:  # random shapes must not grow it without bound
                 memo[1].clear()
             memo[1][key] = cfg

@@ -79,7 +79,7 @@ class CuTilePyBackend(Backend):
             toolchain.activate()  # idempotent; a JIT compile may happen inside ct.launch
             cfg = self.config_for(op, tensors[0].dtype, spec.dims_of(tensors[:n_tensors]))
             launches = prepare_fn(op)(*tensors, cfg, **params)
-            stream = torch.cuda.current_stream()
+            stream = torch.cuda.current_stream(tensors[0].device)  # the device given: no current-device lookup
             for launch in launches:
                 ct.launch(stream, launch.grid, launch.kernel, launch.args)
 

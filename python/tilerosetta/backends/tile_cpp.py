@@ -196,14 +196,19 @@ class TileCppBackend(Backend):
                              f"choose one of {space} (or add it to cpp/include/tr_kernels.h)")
 
     def kernel_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> str:
-        """The name of the instantiated kernel a call with these dims uses."""
+        """The name of the instantiated kernel a call with these dims uses (the search over the module's
+        kernels is kept per config: a launch path asks on every call)."""
         cfg = self.config_for(op, dtype, dims)
         for key in CALL_FIXED.get(op, ()):
             cfg[key] = dims[key]
-        for k in self._candidates(op, dtype):
-            if all(k["config"].get(key) == v for key, v in cfg.items()):
-                return k["name"]
-        raise ValueError(f"tile_cpp.{op}: no kernel instantiated for {dtype_name(dtype)} with {cfg}")
+        found = self.__dict__.setdefault("_kernel_names", {})
+        key = (op, dtype, tuple(sorted(cfg.items())))
+        if key not in found:
+            found[key] = next((k["name"] for k in self._candidates(op, dtype)
+                               if all(k["config"].get(n) == v for n, v in cfg.items())), None)
+        if found[key] is None:
+            raise ValueError(f"tile_cpp.{op}: no kernel instantiated for {dtype_name(dtype)} with {cfg}")
+        return found[key]
 
     def versions(self):
         if _mod is None:
