@@ -115,6 +115,16 @@ def test_decode_matmul_is_judged_against_bandwidth():
     assert get_spec("bmm").case_bound(get_spec("bmm").bench_cases[0]) == "compute"
 
 
+def test_decode_attention_is_judged_against_bandwidth():
+    # One query per head against a 4096-key cache streams the cache (~G flops per byte): memory; the
+    # prefill cases, GQA or not, stay compute.
+    att = get_spec("attention")
+    bounds = {c.name: att.case_bound(c) for c in att.bench_cases}
+    assert bounds["B1_H32_Hkv8_S1_Sk4096_D128_causal"] == "memory"
+    assert bounds["B64_H32_Hkv8_S1_Sk4096_D128_causal"] == "memory"
+    assert bounds["B4_H32_S4096_D128"] == "compute" and bounds["B1_H32_Hkv8_S2048_D128_causal"] == "compute"
+
+
 def test_select_cases():
     mm = get_spec("matmul")
     assert runner.select_cases(mm) == list(mm.bench_cases)

@@ -114,6 +114,12 @@ class Attention(OpSpec):
         out = torch.softmax(scores, dim=-1) @ v
         return {"out": out.reshape(b, h, s, d)}
 
+    def case_bound(self, case):
+        # Decode (S = 1, or a few queries per k/v row with GQA) does ~G*S flops per byte of the KV cache it
+        # streams, far below the H200's ridge (~200 flops/byte): judged against copy bandwidth, like
+        # decode matmuls. 64 flops/byte is the same line the matmul spec draws (M <= 64).
+        return "memory" if self.flops(case) < 64 * self.bytes_moved(case, torch.bfloat16) else self.bound
+
     def flops(self, case):
         d = self.case_dims(case)
         s, sk = d["S"], d["Sk"]
