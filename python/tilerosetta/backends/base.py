@@ -30,7 +30,7 @@ from typing import Any, Callable
 import torch
 
 from tilerosetta.errors import BackendUnavailable, OpMissing, TileRosettaError, runtime_failure
-from tilerosetta.specs import OP_NAMES, get_spec
+from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
 
 PLAN_CACHE_SIZE = 256  # validated call signatures kept per op (a model uses a few dozen shapes)
@@ -255,17 +255,31 @@ class Backend:
     # default, so the table only ever says what the sweep changed. Why validate: a stale entry (a knob
     # renamed or retired, a C++ config no longer instantiated) must never reach a compiler or fail every
     # call; it is ignored loudly and the backend runs as if it had no entry.
+    # A Python language may keep its tables in one pure-Python module instead of overriding the three
+    # declarations below: config_space(op, dtype_name), default_config(op, dtype_name, dims) and
+    # check_config(op, config) (kernels/cutile/config.py, kernels/cute_dsl/config.py).
+    config_tables = None
+
     def config_space(self, op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
         """Configurations a sweep may try for op/dtype; [] = not tunable."""
+        if self.config_tables is not None:
+            get_spec(op)
+            return self.config_tables.config_space(op, dtype_name(dtype))
         return []
 
     def builtin_config(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
         """The adapter's own table for op/dtype/dims (peers: a note on how the call is made)."""
+        if self.config_tables is not None:
+            return self.config_tables.default_config(op, dtype_name(dtype), dims)
         return {}
 
     def check_config(self, op: str, dtype: torch.dtype, config: dict[str, Any]) -> None:
         """Refuse a (possibly partial) config this backend cannot run. Default: every key must be a knob
-        of the space. Adapters add their value rules (powers of two, instantiated kernels, ...)."""
+        of the space (and the config tables' rules, where the adapter has them). Adapters add their value
+        rules (powers of two, instantiated kernels, ...)."""
+        if self.config_tables is not None:
+            self.config_tables.check_config(op, config)
+            return
         known = {k for c in self.config_space(op, dtype) for k in c}
         unknown = sorted(set(config) - known)
         if unknown:

@@ -80,6 +80,7 @@ def _version(dist: str) -> str | None:
 
 class CuteDslBackend(Backend):
     name = "cute_dsl"
+    config_tables = cfgmod  # default table, sweep space and rules (Backend delegates to them)
     language = "CuTe DSL"
     device_type = "cuda"
 
@@ -158,17 +159,6 @@ class CuteDslBackend(Backend):
         """compile_ms of the newest specialization of op/dtype compiled in this process."""
         hits = [ms for (o, d, *_), ms in self._compile_ms.items() if o == op and d == dtype]
         return {"compile_ms": hits[-1]} if hits else {}
-
-    # ---- tuning: declarations only (Backend merges, validates and forces) --------------------------
-    def config_space(self, op, dtype):
-        get_spec(op)
-        return cfgmod.config_space(op, dtype_name(dtype))
-
-    def builtin_config(self, op, dtype, dims):
-        return cfgmod.default_config(op, dtype_name(dtype), dims)
-
-    def check_config(self, op, dtype, config):
-        cfgmod.check_config(op, config)
 
     def versions(self):
         v = {"torch": torch.__version__}

@@ -35,6 +35,7 @@ def _cuda_tile_version() -> str | None:
 
 class CuTilePyBackend(Backend):
     name = "cutile_py"
+    config_tables = cfgmod  # default table, sweep space and rules (Backend delegates to them)
     language = "cuTile Python"
     device_type = "cuda"
 
@@ -85,17 +86,6 @@ class CuTilePyBackend(Backend):
 
         fn.__name__ = op
         return fn
-
-    # ---- tuning: declarations only (Backend merges, validates and forces) --------------------------
-    def config_space(self, op, dtype):
-        get_spec(op)
-        return cfgmod.config_space(op, dtype_name(dtype))
-
-    def builtin_config(self, op, dtype, dims):
-        return cfgmod.default_config(op, dtype_name(dtype), dims)
-
-    def check_config(self, op, dtype, config):
-        cfgmod.check_config(op, config)
 
     def versions(self):
         v = {"torch": torch.__version__}
