@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilerosetta.bench.report import Block, Section, _f
+from tilerosetta.bench.results import meta_line, newest_in
 
 NOT_OK = ("error", "skipped", "unsupported", "unavailable")
 
@@ -39,22 +40,14 @@ class E2E:
 
 
 def is_e2e_file(path) -> bool:
-    try:
-        with open(path, encoding="utf-8") as f:
-            meta = json.loads(f.readline() or "{}")
-    except (OSError, ValueError):
-        return False
-    return meta.get("type") == "meta" and "e2e" in meta
+    return "e2e" in meta_line(path)
 
 
 def load_e2e(arg) -> E2E:
     """An e2e results file: a path, or a folder (its newest e2e-*.jsonl). Tolerates a truncated last line."""
     p = Path(arg)
     if p.is_dir():
-        files = sorted(p.glob("e2e-*.jsonl"), key=lambda f: f.name)
-        if not files:
-            raise FileNotFoundError(f"no e2e-*.jsonl in {p}: run `tilerosetta e2e` on a GPU")
-        p = files[-1]
+        p = newest_in(p, "e2e-*.jsonl", "tilerosetta e2e")
     if not is_e2e_file(p):
         raise ValueError(f"{p} is not a `tilerosetta e2e` results file (its first line is no meta with 'e2e')")
     out = E2E(p)

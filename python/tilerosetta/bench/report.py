@@ -21,7 +21,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from tilerosetta.bench.results import Results, load, ratio_text
+from tilerosetta.bench.results import Results, load, newest_in, ratio_text
 from tilerosetta.bench.runner import fmt_ms
 
 HEADLINE_DTYPE = "bf16"
@@ -651,10 +651,7 @@ def load_scaling(arg) -> Results:
     """A `bench --scaling` file: a path, or a folder (its newest scaling-*.jsonl)."""
     p = Path(arg)
     if p.is_dir():
-        files = sorted(p.glob("scaling-*.jsonl"), key=lambda f: f.name)
-        if not files:
-            raise FileNotFoundError(f"no scaling-*.jsonl in {p}: run `tilerosetta bench --scaling` on a GPU")
-        p = files[-1]
+        p = newest_in(p, "scaling-*.jsonl", "tilerosetta bench --scaling")
     res = load(p)
     if not res.meta.get("scaling"):
         raise ValueError(f"{p} is not a `bench --scaling` results file (its meta line has no 'scaling')")

@@ -118,16 +118,30 @@ def default_out_dir(cpu: bool) -> Path:
     return CPU_RESULTS_DIR if cpu else RESULTS_DIR
 
 
-def _is_gpu_run(path: Path) -> bool:
-    """A benchmark of a GPU: not a sweep, not CPU-only, not a hand-made fixture (read from its meta line)."""
-    if path.name.startswith(("sweep-", "scaling-", "e2e-")):  # read with `report --scaling` / `report --e2e`
-        return False
+def meta_line(path: str | os.PathLike) -> dict:
+    """The meta record a results file (bench, scaling, e2e) starts with, or {} when it has none."""
     try:
         with open(path, encoding="utf-8") as f:
             meta = json.loads(f.readline() or "{}")
     except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) and meta.get("type") == "meta" else {}
+
+
+def newest_in(directory: Path, pattern: str, command: str) -> Path:
+    """The newest file of `directory` matching `pattern` (names start with their UTC stamp)."""
+    files = sorted(directory.glob(pattern), key=lambda f: f.name)
+    if not files:
+        raise FileNotFoundError(f"no {pattern} in {directory}: run `{command}` on a GPU")
+    return files[-1]
+
+
+def _is_gpu_run(path: Path) -> bool:
+    """A benchmark of a GPU: not a sweep, not CPU-only, not a hand-made fixture (read from its meta line)."""
+    if path.name.startswith(("sweep-", "scaling-", "e2e-")):  # read with `report --scaling` / `report --e2e`
         return False
-    return meta.get("type") == "meta" and not meta.get("cpu_only") and not meta.get("fixture")
+    meta = meta_line(path)
+    return bool(meta) and not meta.get("cpu_only") and not meta.get("fixture")
 
 
 def resolve_results_path(arg: str | os.PathLike) -> Path:
