@@ -165,12 +165,19 @@ def _sm_count_of(device: int) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def sm_count(default: int = H200_SM_COUNT) -> int:
-    """Streaming multiprocessors of the current CUDA device (torch's multi_processor_count), or `default`
-    where there is no GPU (or torch cannot say)."""
+def sm_count(default: int = H200_SM_COUNT, device=None) -> int:
+    """Streaming multiprocessors of `device` (a torch.device, 'cuda:N' or index; None: the current CUDA
+    device) from torch's multi_processor_count, or `default` for a CPU device, where there is no GPU (or
+    torch cannot say)."""
     try:
+        if isinstance(device, str):
+            device = torch.device(device)
+        if isinstance(device, torch.device):
+            if device.type != "cuda":
+                return default
+            device = device.index
         if torch.cuda.is_available():
-            return _sm_count_of(torch.cuda.current_device())
+            return _sm_count_of(torch.cuda.current_device() if device is None else device)
     except Exception:  # a driver problem must not break a config lookup
         pass
     return default

@@ -16,7 +16,8 @@ m = -inf, l = 0, acc = 0 and weight 0; chunk 0 holds key 0, which every row sees
 
 from __future__ import annotations
 
-H200_SMS = 132  # without a GPU (interpreter, compile checks) the plan is made for the H200
+# Without a GPU (interpreter, compile checks) plans are made for the H200's SM count.
+from tilerosetta.backends.base import H200_SM_COUNT
 MIN_SPLIT_BLOCKS = 4  # key tiles per chunk at least: fewer, and the combine's traffic stops paying off
 
 
@@ -30,7 +31,7 @@ def packed_rows(h: int, hkv: int, s: int, block_m: int) -> bool:
     return g > 1 and g * s <= block_m
 
 
-def split_plan(tiles: int, sk: int, block_n: int, sms: int = H200_SMS) -> tuple[int, int]:
+def split_plan(tiles: int, sk: int, block_n: int, sms: int = H200_SM_COUNT) -> tuple[int, int]:
     """(n_split, chunk): 1 split (chunk = sk) when `tiles` programs already fill `sms` SMs or the keys are
     too few; else about two programs per SM, each chunk at least MIN_SPLIT_BLOCKS key tiles."""
     min_chunk = MIN_SPLIT_BLOCKS * block_n
@@ -39,12 +40,3 @@ def split_plan(tiles: int, sk: int, block_n: int, sms: int = H200_SMS) -> tuple[
     n_split = min(cdiv(sk, min_chunk), cdiv(2 * sms, tiles))
     chunk = cdiv(cdiv(sk, n_split), block_n) * block_n
     return cdiv(sk, chunk), chunk
-
-
-def device_sms(device) -> int:
-    """SM count of a CUDA device (cached by torch), H200_SMS for anything else."""
-    import torch
-
-    if getattr(device, "type", device) == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return H200_SMS

@@ -12,7 +12,8 @@ large-M (compute-bound) product.
 
 from __future__ import annotations
 
-from tilerosetta.kernels.attention_split import H200_SMS, cdiv
+from tilerosetta.backends.base import H200_SM_COUNT
+from tilerosetta.kernels.attention_split import cdiv
 
 TARGET_WAVES = 4  # split until the programs fill every SM about this many times over (load balance)
 MIN_CHUNK_BLOCKS = 2  # K tiles per chunk at least: shorter chunks are mostly prologue and partial traffic
@@ -20,7 +21,7 @@ MAX_PARTIAL_TRAFFIC = 8  # the partials' extra traffic stays under 1/8 of B's
 
 
 def split_plan(tiles: int, m: int, k: int, block_k: int, itemsize: int, split_k: int = 0,
-               sms: int = H200_SMS) -> tuple[int, int]:
+               sms: int = H200_SM_COUNT) -> tuple[int, int]:
     """(n_split, chunk) for `tiles` output tiles of an (m, k) @ (k, n) product. split_k: 1 = never split,
     n >= 2 = n chunks (fewer if K has fewer BLOCK_K tiles), 0 = automatic: enough chunks for TARGET_WAVES
     programs per SM, each chunk >= MIN_CHUNK_BLOCKS K tiles, the partials' traffic

@@ -26,7 +26,7 @@ import math
 import cuda.tile as ct
 import torch
 
-from tilerosetta.kernels.attention_split import device_sms
+from tilerosetta.backends.base import sm_count
 from tilerosetta.kernels.cutile.config import Launch, plan_attention
 from tilerosetta.kernels.cutile.hints import hinted
 
@@ -154,7 +154,7 @@ def combine_kernel(m_ws, l_ws, acc_ws, out3, n_split: int, BM: ct.Constant[int],
 def prepare(q, k, v, out, cfg, causal, scale):
     b, h, s, d = q.shape
     hkv, sk = k.shape[1], k.shape[2]
-    p = plan_attention(b, h, hkv, s, sk, d, cfg, device_sms(q.device))
+    p = plan_attention(b, h, hkv, s, sk, d, cfg, sm_count(device=q.device))
     sm_scale = float(scale) if scale is not None else 1.0 / math.sqrt(d)
     nq, m = p["NQ"], p["M"]
     qv, ov = q.view(nq, m, d), out.view(nq, m, d)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import itertools
 from typing import Any, NamedTuple
 
-from tilerosetta.kernels.attention_split import H200_SMS, packed_rows, split_plan
+from tilerosetta.backends.base import H200_SM_COUNT
+from tilerosetta.kernels.attention_split import packed_rows, split_plan
 from tilerosetta.specs import family_ops
 
 # The "rows" family (OpSpec.family): kernels that walk rows of (M, N) with plan_rows share the row table
@@ -232,7 +233,7 @@ def plan_matmul(bt: int, m: int, n: int, k: int, cfg: dict[str, Any]) -> dict[st
 
 
 def plan_attention(b: int, h: int, hkv: int, s: int, sk: int, d: int, cfg: dict[str, Any],
-                   sms: int = H200_SMS) -> dict[str, Any]:
+                   sms: int = H200_SM_COUNT) -> dict[str, Any]:
     """Rows (NQ row sets of M rows: per head, or a group's G heads packed), tiles and the split-KV schedule
     (kernels/attention_split.py)."""
     packed = packed_rows(h, hkv, s, cfg["BM"])

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tilerosetta.kernels.attention_split import device_sms
+from tilerosetta.backends.base import sm_count
 from tilerosetta.kernels.matmul_split import split_plan
 from tilerosetta.kernels.triton import Launch
 
@@ -98,7 +98,7 @@ def prepare_batched(a, b, out, batch, m, n, k, cfg):
     bm = max(16, min(cfg["BLOCK_M"], triton.next_power_of_2(m)))
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn) * batch
-    n_split, chunk = split_plan(tiles, m, k, bk, a.dtype.itemsize, cfg["SPLIT_K"], device_sms(a.device))
+    n_split, chunk = split_plan(tiles, m, k, bk, a.dtype.itemsize, cfg["SPLIT_K"], sm_count(device=a.device))
     split = n_split > 1
     total = batch * m * n
     ws = torch.empty((n_split, total), dtype=torch.float32, device=a.device) if split else out
