@@ -88,12 +88,17 @@ def test_rows_say_where_each_call_ran(dry_run):
             continue
         expect = r["choice"] if name == "best" else {op: name for op in ("matmul", "rms_norm", "rope", "silu_and_mul")}
         for op in ("matmul", "rms_norm", "rope", "silu_and_mul"):
-            assert where[op] == expect[op], (name, op, where)
+            kinds = [k for k in where if k.split("(")[0] == op]  # matmul: "matmul" and/or "matmul(decode)"
+            assert kinds, (name, op, where)
+            for kind in kinds:  # a decode-sized call runs best's memory-bound choice where it has one
+                want = expect.get(f"{op}@memory", expect[op]) if kind.endswith("(decode)") else expect[op]
+                assert where[kind] == want, (name, kind, where)
         if r["phase"] == "decode":
             if where["attention(decode)"].startswith("torch (fallback"):
                 assert SDPA_DECODE in r["fallbacks"]
             else:
-                assert where["attention(decode)"] == (expect.get("attention", name)) and not r["fallbacks"]
+                want = expect.get("attention@memory", expect.get("attention", name))
+                assert where["attention(decode)"] == want and not r["fallbacks"]
         else:
             assert "attention(decode)" not in where  # each row lists its own scenario's calls only
 
@@ -264,7 +269,7 @@ def test_llama_gpu_check_runs_tiny(tmp_path):
     assert res["decode_steps"] == 3 and "hf_bf16_vs_ref" in res and "3.0 *" in res["rule"]
     t = res["backends"]["torch"]
     assert t["model"]["decode_steps"] == 3 and t["hf_patch"]["decode_steps"] == 3
-    assert t["model"]["ok"] and t["hf_patch"]["ok"] and t["where"]["matmul"] == "torch"
+    assert t["model"]["ok"] and t["hf_patch"]["ok"] and t["where"]["matmul(decode)"] == "torch"  # tiny: M <= 64
     rs = backends.get("cutile_rs")
     if rs.available()[0] and rs.device_type == DEV:  # a GPU machine with cutile-rs built: a verdict
         assert "skipped" not in res["backends"]["cutile_rs"] and "ok" in res["backends"]["cutile_rs"]
@@ -344,7 +349,28 @@ def test_an_op_the_backend_lacks_runs_on_torch_and_says_so(monkeypatch):
     ids = torch.randint(0, 101, (1, 5), generator=torch.Generator().manual_seed(0)).to(dev)
     m = LlamaModel(cfg, state, "triton")
     got = m(ids).float()
-    assert m.where["matmul"] == "torch (fallback: matmul: torch (triton has no matmul: not written yet (test)))"
+    assert m.where["matmul(decode)"] == "torch (fallback: matmul: torch (triton has no matmul: not written yet (test)))"
     assert m.where["rms_norm"] == "triton" and any("triton has no matmul" in f for f in m.fallbacks)
     ref = LlamaModel(cfg, state, "torch")(ids).float()
     assert (got - ref).abs().max().item() < 0.05
+
+
+def test_best_chooses_decode_sizes_separately(tmp_path):
+    """An op timed at compute- and memory-bound sizes gets two choices: the fastest GEMM is not the fastest
+    weight stream (a decode step's matmuls are all M <= 64), and Ops runs each call on its regime's choice."""
+    def rec(backend, case, m, bound, ms):
+        return {"type": "result", "backend": backend, "op": "matmul", "dtype": "bf16", "case": case,
+                "dims": {"M": m, "N": 4096, "K": 4096}, "params": {}, "bound": bound, "headline": True,
+                "status": "ok", "timing": {"median_ms": ms}}
+    lines = [{"type": "meta", "schema": 1},
+             rec("triton", "M4096", 4096, "compute", 0.20), rec("torch", "M4096", 4096, "compute", 0.19),
+             rec("triton", "M1", 1, "memory", 0.019), rec("torch", "M1", 1, "memory", 0.021)]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    choice = best_backends(path, candidates=["torch", "triton"])
+    assert choice["matmul"] == "torch" and choice["matmul@memory"] == "triton"
+    ops = Ops("best", choice=choice)
+    assert ops.backend_of("matmul") == "torch" and ops.backend_of("matmul", "memory") == "triton"
+    a, b = torch.randn(1, 8, device=backends.get("triton").device_type), torch.randn(8, 4, device=backends.get("triton").device_type)
+    ops.linear(a, b)
+    assert ops.where == {"matmul(decode)": "triton"}

@@ -78,7 +78,9 @@ def test_prefill_and_decode_match_hf_fp32(backend):
         assert v["prefill_max_abs_err"] < FP32_TOL and v["decode_max_abs_err"] < FP32_TOL, v
     # fp32 attention is torch SDPA (the spec's dtypes are fp16/bf16), and the model says so
     assert any(f.startswith("attention(torch.float32)") for f in ours.fallbacks)
-    assert ours.where["matmul"] == backend and ours.where["rms_norm"] == backend
+    # "matmul" (M > 64 rows) and "matmul(decode)" (M <= 64: the spec's memory-bound class) both ran here
+    ran = {v for k, v in ours.where.items() if k.split("(")[0] == "matmul"}
+    assert ran == {backend} and ours.where["rms_norm"] == backend
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])

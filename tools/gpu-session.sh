@@ -12,6 +12,9 @@
 #      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
 #      SCALING=1 (`bench --scaling` after the bench, ~4 min; SCALING_ARGS e.g. "--budget-s 120"),
 #      HOSTPROF=1 (tools/host_cost_profile.py: where each backend's per-call host time goes, ~20 s),
+#      BENCH_LATEST=1 (this session's bench results become bench/results' newest for the later steps),
+#      DECODEPROF=1 (tools/decode_profile.py: decode GEMV per contestant + where a decode step's GPU time goes,
+#      ~3 min; DECODEPROF_ARGS e.g. "--sweep --backends torch,triton,best", T_DECODEPROF (300 s)),
 #      LLAMA=1 (tools/llama_gpu_check.py: the Llama model and the HF patch per backend against transformers fp32,
 #      prefill + 32 teacher-forced decode steps, ~1-2 min; LLAMA_ARGS, T_LLAMA (180 s)),
 #      E2E=1 (issue 14: `tilerosetta e2e` with every backend, best, transformers and torch.compile of it, 8
@@ -133,6 +136,10 @@ elif [ "${SKIP_BENCH:-0}" != 1 ]; then
   timeout "${T_BENCH:-240}" gpu-bundle/run.sh bench --out "$out" ${BENCH_ARGS:-} | tail -8
   stamp "bench"
 fi
+if [ "${BENCH_LATEST:-0}" = 1 ]; then  # later steps (decode profile, Llama check, e2e's `best`) read this run
+  newest=$(ls -t "$out"/[0-9]*Z-*.jsonl 2>/dev/null | head -1)
+  [ -n "$newest" ] && cp "$newest" bench/results/ && echo "bench results for later steps: $(basename "$newest")"
+fi
 if [ -n "${BENCH2_ARGS:-}" ]; then  # a second, narrower benchmark run (its own results file)
   mv "$out/bench.log" "$out/bench-1.log" 2>/dev/null
   timeout "${T_BENCH2:-120}" gpu-bundle/run.sh bench --out "$out" $BENCH2_ARGS | tail -4
@@ -147,6 +154,11 @@ if [ "${HOSTPROF:-0}" = 1 ]; then  # issue 14 item 7: validated/raw us per call 
   timeout 120 gpu-bundle/run.sh shell python3 tools/host_cost_profile.py "$out/host_cost_profile.json" \
     > "$out/hostprof.log" 2>&1; echo "host cost profile: exit $?"; grep "^==" "$out/hostprof.log"
   stamp "host cost profile"
+fi
+if [ "${DECODEPROF:-0}" = 1 ]; then  # issue 14 item 5: decode GEMVs per contestant, decode-step kernel profile
+  timeout "${T_DECODEPROF:-300}" gpu-bundle/run.sh shell python3 tools/decode_profile.py "$out/decode_profile.json" \
+    ${DECODEPROF_ARGS:-} > "$out/decodeprof.log" 2>&1; echo "decode profile: exit $?"; tail -5 "$out/decodeprof.log"
+  stamp "decode profile"
 fi
 if [ "${LLAMA:-0}" = 1 ] || { [ "${E2E:-0}" = 1 ] && [ "${E2E_CHECK:-0}" = 1 ]; }; then
   # issue 14 item 4: the Llama model and the HF patch per backend vs transformers fp32 (~1-2 min)

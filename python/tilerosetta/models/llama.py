@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from tilerosetta import backends
 from tilerosetta.errors import TileRosettaError
 from tilerosetta.specs import get_spec
+from tilerosetta.specs.base import SMALL_M
 
 SDPA_DECODE = ("attention(Sq<Sk): torch SDPA until the attention spec grows GQA/Sq<Sk, issue 14 item 2")
 
@@ -87,16 +88,20 @@ class Ops:
         self._ns = {}
         if custom_ops:
             from tilerosetta import torch_ops
-            self._ns = {b: torch_ops.register(b) for b in {self.backend_of(op) for op in MODEL_OPS}}
+            self._ns = {b: torch_ops.register(b) for b in {self.backend_of(op, bound) for op in MODEL_OPS
+                                                           for bound in (None, "memory")}}
         self._add_rms_why = "no add_rms_norm op in this backend"
         self._add_rms = self._find_add_rms()
         spec = get_spec("attention")
         self._attn_static = (spec.inputs["k"][1] != spec.inputs["q"][1], spec.inputs["k"][2] != spec.inputs["q"][2],
                              backends.get(self.backend_of("attention")).dtypes("attention"))
 
-    def backend_of(self, op: str) -> str:
-        """The backend that runs `op`: the chosen one, or torch when it lacks the op (see missing_why)."""
-        name = self.choice.get(op, self.name if self.name != "best" else "torch")
+    def backend_of(self, op: str, bound: str | None = None) -> str:
+        """The backend that runs `op`: the chosen one, or torch when it lacks the op (see missing_why).
+        bound="memory": a call of a compute-bound op at a memory-bound size (a decode matmul or attention),
+        which `best` chooses for separately ("op@memory") when the benchmark timed such cases."""
+        name = self.choice.get(f"{op}@{bound}") if bound else None
+        name = name or self.choice.get(op, self.name if self.name != "best" else "torch")
         return name if self.missing_why(op, name) is None else "torch"
 
     def missing_why(self, op: str, name: str | None = None) -> str | None:
@@ -119,23 +124,23 @@ class Ops:
             self.fallbacks.add(why)
             self.where.setdefault(kind, f"torch (fallback: {why})")
 
-    def _run(self, op, inputs, out_shapes, kind=None, **params):
-        name = self.backend_of(op)
-        why = self.missing_why(op)
+    def _run(self, op, inputs, out_shapes, kind=None, bound=None, **params):
+        name = self.backend_of(op, bound)
+        why = self.missing_why(op, self.choice.get(f"{op}@{bound}") if bound else None)
         if why is None:
             self._note(kind or op, name)
         else:
             self._fallback(kind or op, f"{op}: torch ({why})")
         if self._custom:
             return getattr(self._ns[name], op)(*inputs, *params.values())
-        bound = self._bound.get(op)
-        if bound is None:
-            bound = self._bound[op] = backends.get(name).op(op)
+        fn = self._bound.get((op, name))
+        if fn is None:
+            fn = self._bound[(op, name)] = backends.get(name).op(op)
         outs = [torch.empty(s, dtype=inputs[0].dtype, device=inputs[0].device) for s in out_shapes]
-        bound(*inputs, *outs, **params)
+        fn(*inputs, *outs, **params)
         return outs[0] if len(outs) == 1 else outs
 
-    def accepts(self, op: str, inputs: tuple, **params) -> str | None:
+    def accepts(self, op: str, inputs: tuple, bound: str | None = None, **params) -> str | None:
         """None when `op` of its backend accepts these inputs and params (the spec's own validation, inputs
         only, once per signature), else the refusal's text. How the model asks whether e.g. a GQA or
         decode (Sq < Sk) attention call is one the backend's spec takes, without knowing that spec.
@@ -147,10 +152,10 @@ class Ops:
             ok = ((gqa or k.shape[1] == q.shape[1]) and (lengths or k.shape[2] == q.shape[2]) and q.dtype in dtypes
                   and k.is_contiguous() and v.is_contiguous())
             return None if ok else "refused by the attention spec's declared shapes"
-        key = (op, tuple((t.shape, t.stride(), t.dtype, t.device.type) for t in inputs),
+        key = (op, bound, tuple((t.shape, t.stride(), t.dtype, t.device.type) for t in inputs),
                tuple(sorted(params.items())))
         if key not in self._verdicts:
-            b = backends.get(self.backend_of(op))
+            b = backends.get(self.backend_of(op, bound))
             if op not in b.implementations():
                 self._verdicts[key] = f"{b.name} has no {op}"
             else:
@@ -205,7 +210,10 @@ class Ops:
 
     def linear(self, x, w_t):
         x2 = x.reshape(-1, x.shape[-1])
-        out = self._run("matmul", (x2, w_t), [(x2.shape[0], w_t.shape[1])])
+        # M <= 64 rows (decode): a weight stream, the matmul spec's memory-bound class
+        small = x2.shape[0] <= SMALL_M
+        out = self._run("matmul", (x2, w_t), [(x2.shape[0], w_t.shape[1])], kind="matmul(decode)" if small else None,
+                        bound="memory" if small else None)
         return out.view(*x.shape[:-1], w_t.shape[1])
 
     def silu_and_mul(self, x):
@@ -227,28 +235,29 @@ class Ops:
         kind = "attention(prefill)" if Sq == Sk else ("attention(decode)" if Sq == 1 else "attention(Sq<Sk)")
         params = {"causal": causal, "scale": None}
         q = q.contiguous()
-        why = self.accepts("attention", (q, k, v), **params)
+        bound = "memory" if Sq == 1 else None  # one query row per head: a KV-cache stream (the spec's case_bound)
+        why = self.accepts("attention", (q, k, v), bound=bound, **params)
         if why is None:
-            return self._run("attention", (q, k, v), [q.shape], kind=kind, **params)
+            return self._run("attention", (q, k, v), [q.shape], kind=kind, bound=bound, **params)
         if not (k.is_contiguous() and v.is_contiguous()):
             kc, vc = k.contiguous(), v.contiguous()
-            if self.accepts("attention", (q, kc, vc), **params) is None:
+            if self.accepts("attention", (q, kc, vc), bound=bound, **params) is None:
                 self._note(kind + " k/v copy", "torch (k/v made contiguous: a transposed projection or a KV-cache slice)")
-                return self._run("attention", (q, kc, vc), [q.shape], kind=kind, **params)
+                return self._run("attention", (q, kc, vc), [q.shape], kind=kind, bound=bound, **params)
             k, v = kc, vc
         if Hkv != H and Sq == Sk:
             kr = k.repeat_interleave(H // Hkv, dim=1)
             vr = v.repeat_interleave(H // Hkv, dim=1)
-            if self.accepts("attention", (q, kr, vr), **params) is None:
+            if self.accepts("attention", (q, kr, vr), bound=bound, **params) is None:
                 self._note(kind + " GQA", "torch (k/v heads repeated to H: the op has no GQA)")
-                return self._run("attention", (q, kr, vr), [q.shape], kind=kind, **params)
-        if q.dtype not in backends.get(self.backend_of("attention")).dtypes("attention"):
+                return self._run("attention", (q, kr, vr), [q.shape], kind=kind, bound=bound, **params)
+        if q.dtype not in backends.get(self.backend_of("attention", bound)).dtypes("attention"):
             why = (f"attention({q.dtype}): torch SDPA, the attention spec's dtypes are "
                    f"{[str(d) for d in get_spec('attention').dtypes]}")
         elif Sq != Sk:
             why = SDPA_DECODE
         else:
-            why = f"attention: torch SDPA, {self.backend_of('attention')} refuses the call ({why})"
+            why = f"attention: torch SDPA, {self.backend_of('attention', bound)} refuses the call ({why})"
         self._fallback(kind, why)
         return _sdpa_end_aligned(q, k, v, causal)
 
@@ -260,8 +269,12 @@ MODEL_OPS = ("rms_norm", "matmul", "silu_and_mul", "rope", "attention", "add_rms
 def best_backends(results_path=None, dtype: str = "bf16", candidates=None, device_type: str | None = None) -> dict[str, str]:
     """op -> the fastest of OUR backends runnable here, from the latest committed benchmark: for each op the
     backend with the lowest geometric mean of its median times over the op's headline cases at `dtype`
-    (only backends timed ok on all of them). An op no runnable backend of ours was timed on takes the choice of
-    the op it extends (AKIN: add_rms_norm -> rms_norm) when that backend has it, else torch."""
+    (only backends timed ok on all of them). An op timed at both compute- and memory-bound sizes (matmul:
+    GEMMs and decode GEMVs; attention: prefill and decode) gets two choices, "op" over the compute-bound
+    cases and "op@memory" over the memory-bound ones (Ops.backend_of asks for the latter on a decode call):
+    the fastest GEMM is not the fastest weight stream. An op no runnable backend of ours was timed on
+    takes the choice of the op it extends (AKIN: add_rms_norm -> rms_norm) when that backend has it, else
+    torch."""
     from tilerosetta.bench.results import RESULTS_DIR, load
 
     res = load(results_path or RESULTS_DIR / "latest")
@@ -270,21 +283,33 @@ def best_backends(results_path=None, dtype: str = "bf16", candidates=None, devic
                            and (device_type is None or backends.get(n).device_type == device_type)]
     out = {}
     for op in MODEL_OPS:
-        cases = {r["case"] for r in res.results if r["op"] == op and r["dtype"] == dtype and r.get("headline", True)}
-        best, best_t = None, None
-        for n in names:
-            rs = [r for r in res.results if r["backend"] == n and r["op"] == op and r["dtype"] == dtype
-                  and r["case"] in cases and r["status"] == "ok" and not r.get("sweep")]
-            if not rs or len(rs) < len(cases):
-                continue
-            t = math.exp(sum(math.log(r["timing"]["median_ms"]) for r in rs) / len(rs))
-            if best_t is None or t < best_t:
-                best, best_t = n, t
-        out[op] = best
+        recs = [r for r in res.results if r["op"] == op and r["dtype"] == dtype and r.get("headline", True)]
+        by_bound = {}
+        for r in recs:
+            by_bound.setdefault(r.get("bound"), set()).add(r["case"])
+        if not by_bound:
+            out[op] = None
+        for bound, cases in by_bound.items():
+            key = f"{op}@memory" if bound == "memory" and len(by_bound) > 1 else op
+            out[key] = _fastest(res, names, op, dtype, cases)
     for op, like in AKIN.items():  # not benchmarked yet: the choice of the op it extends, if that backend has it
         if out.get(op) is None and out.get(like) and op in backends.get(out[like]).implementations():
             out[op] = out[like]
     return {op: b or "torch" for op, b in out.items()}
+
+
+def _fastest(res, names, op, dtype, cases) -> str | None:
+    """The backend of `names` with the lowest geometric mean of median times over `cases` (all timed ok)."""
+    best, best_t = None, None
+    for n in names:
+        rs = [r for r in res.results if r["backend"] == n and r["op"] == op and r["dtype"] == dtype
+              and r["case"] in cases and r["status"] == "ok" and not r.get("sweep")]
+        if not rs or len(rs) < len(cases):
+            continue
+        t = math.exp(sum(math.log(r["timing"]["median_ms"]) for r in rs) / len(rs))
+        if best_t is None or t < best_t:
+            best, best_t = n, t
+    return best
 
 
 # An op the committed benchmark may not have timed yet -> the benchmarked op whose kernel it extends.
@@ -327,7 +352,10 @@ class LlamaModel:
         for i in range(cfg.layers):
             p = f"model.layers.{i}."
             lay = {k: (state[p + k].t().contiguous() if lin else state[p + k]) for k, lin in _LAYER_KEYS.items()}
-            # gate and up fused into one (hidden, 2*mlp) matmul: silu_and_mul takes [gate | up]
+            # q, k and v fused into one (hidden, (H + 2 Hkv) D) matmul, gate and up into one (hidden, 2 mlp)
+            # matmul (silu_and_mul takes [gate | up]): a decode step streams each weight in one launch, and
+            # the 4096 x 1024 k/v weights (8 MB, too small to reach the copy bandwidth alone) ride along
+            lay["qkv_t"] = torch.cat([lay.pop(f"self_attn.{n}_proj.weight") for n in "qkv"], 1)
             lay["gate_up_t"] = torch.cat([lay.pop("mlp.gate_proj.weight"), lay.pop("mlp.up_proj.weight")], 1)
             self.layers.append(lay)
         self.inv_freq = llama3_inv_freq(cfg)
@@ -393,11 +421,12 @@ class LlamaModel:
         x = self.embed[ids]
         cos, sin = self._cos_sin(start, S, x.dtype, x.device)
         h = ops.rms_norm(x, self.layers[0]["input_layernorm.weight"], c.eps) if self.layers else x
+        H, Hkv, D = c.heads, c.kv_heads, c.head_dim
         for i, lay in enumerate(self.layers):
-            q = ops.linear(h, lay["self_attn.q_proj.weight"]).view(B, S, c.heads, c.head_dim).transpose(1, 2)
-            k = ops.linear(h, lay["self_attn.k_proj.weight"]).view(B, S, c.kv_heads, c.head_dim).transpose(1, 2)
-            v = ops.linear(h, lay["self_attn.v_proj.weight"]).view(B, S, c.kv_heads, c.head_dim).transpose(1, 2)
-            q, k = ops.rope(q, cos, sin), ops.rope(k, cos, sin)
+            qkv = ops.linear(h, lay["qkv_t"]).view(B, S, H + 2 * Hkv, D).transpose(1, 2)
+            # q's and k's heads rotated by one rope call (rope is per head: H + Hkv heads of one tensor)
+            qk = ops.rope(qkv[:, :H + Hkv], cos, sin)
+            q, k, v = qk[:, :H], qk[:, H:], qkv[:, H + Hkv:]
             if cache is not None:
                 cache["k"][i][:, :, start:start + S] = k
                 cache["v"][i][:, :, start:start + S] = v

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Where a B=1 decode step's GPU time goes, and how fast each decode GEMV is (issue 14 item 5). ~3 min.
+
+    PYTHONPATH=python python tools/decode_profile.py OUT.json [--backends torch,triton,best] [--layers 8]
+        [--ctx 4096] [--sweep]
+
+1. GEMV table: every weight shape of a Llama-3.1-8B decode step at M = 1 (q/o 4096x4096, k/v 4096x1024,
+   gate|up 4096x28672, down 14336x4096, LM head 4096x128256), timed with the project's timer (CUDA graph,
+   L2 flushed, median and p20-p80), as each contestant is called: torch.mm on our (K, N) weight,
+   F.linear on the (N, K) weight transformers keeps, and every backend's matmul op; % of the copy
+   bandwidth measured in the same process. --sweep adds the Triton matmul config space's small-M part.
+2. Decode profile: the 8-layer model on each --backends entry, one eager decode step under torch.profiler:
+   GPU time summed per kernel name, against the CUDA-graph step time and the weight-streaming limit.
+The figures that are published come from `tilerosetta e2e` and the bench; this says where time goes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from tilerosetta import backends
+from tilerosetta.bench import ceilings
+from tilerosetta.bench.timing import time_gpu
+
+SHAPES = {"q/o": (4096, 4096), "k/v": (4096, 1024), "gate|up": (4096, 28672), "down": (14336, 4096),
+          "lm_head": (4096, 128256)}
+
+
+def _t(fn):
+    fn()
+    t = time_gpu(fn, warmup_ms=10, rep_ms=60)
+    return {"us": t.median_ms * 1e3, "p20_us": t.p20_ms * 1e3, "p80_us": t.p80_ms * 1e3, "method": t.method}
+
+
+# An experimental M=1 GEMV without tl.dot (fp32 FMA over a (BK, BN) tile of the (K, N) weight), split-K
+# partials summed by the project's reduce kernel: is the dot path or the schedule what limits us?
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def _exp_gemv_kernel(a_ptr, b_ptr, ws_ptr, N, K, K_CHUNK, BN: tl.constexpr, BK: tl.constexpr):
+    tiles = tl.cdiv(N, BN)
+    pid_n = tl.program_id(0) % tiles
+    split = tl.program_id(0) // tiles
+    rn = pid_n * BN + tl.arange(0, BN)
+    lo = split * K_CHUNK
+    hi = min(K, lo + K_CHUNK)
+    acc = tl.zeros((BN,), dtype=tl.float32)
+    for k in range(0, K_CHUNK, BK):
+        rk = lo + k + tl.arange(0, BK)
+        a = tl.load(a_ptr + rk, mask=rk < hi, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + rk[:, None].to(tl.int64) * N + rn[None, :], mask=(rk[:, None] < hi) & (rn[None, :] < N),
+                    other=0.0).to(tl.float32)
+        acc += tl.sum(a[:, None] * b, 0)
+    tl.store(ws_ptr + split.to(tl.int64) * N + rn, acc, mask=rn < N)
+
+
+EXP_CONFIGS = [dict(BN=bn, BK=bk, SPLIT=sp, W=w, S=st) for bn, bk, sp, w, st in
+               [(64, 128, 8, 4, 3), (128, 64, 8, 4, 3), (128, 128, 4, 8, 3), (256, 64, 4, 8, 3), (128, 256, 4, 8, 2),
+                (64, 256, 8, 4, 2), (128, 128, 1, 8, 3), (256, 128, 2, 8, 3), (32, 256, 4, 4, 3)]]
+
+
+def exp_gemv(x, w_kn, out, BN, BK, SPLIT, W, S):
+    from tilerosetta.kernels.triton.matmul import splitk_reduce_kernel
+    k, n = w_kn.shape
+    tiles = triton.cdiv(n, BN)
+    split = SPLIT if tiles < 4 * 132 else 1
+    chunk = triton.cdiv(triton.cdiv(k, BK), split) * BK
+    split = triton.cdiv(k, chunk)
+    ws = torch.empty((split, n), dtype=torch.float32, device=x.device)
+    _exp_gemv_kernel[(tiles * split,)](x, w_kn, ws, n, k, chunk, BN=BN, BK=BK, num_warps=W, num_stages=S)
+    sp2 = triton.next_power_of_2(split)
+    block = max(32, 4096 // sp2)
+    splitk_reduce_kernel[(triton.cdiv(n, block),)](ws, out, n, split, BLOCK=block, SPLIT_P2=sp2, num_warps=4)
+
+
+def gemv_table(names, copy_gbps, sweep, log):
+    rows = []
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for label, (k, n) in SHAPES.items():
+        x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+        w_nk = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02)
+        w_kn = w_nk.t().contiguous()
+        out = torch.empty(1, n, device="cuda", dtype=torch.bfloat16)
+        limit_us = w_kn.numel() * 2 / (copy_gbps * 1e3)
+        cands = {"torch.mm(x, W_kn)": lambda: torch.mm(x, w_kn), "F.linear(x, W_nk)": lambda: F.linear(x, w_nk)}
+        for name in names:
+            b = backends.get(name)
+            if b.is_available()[0] and "matmul" in b.implementations():
+                op = b.op("matmul")
+                cands[f"{name} matmul"] = (lambda op=op: op(x, w_kn, out))
+        if sweep:
+            tb = backends.get("triton")
+            raw = tb.implementations()["matmul"]
+            space = tb.config_space("matmul", torch.bfloat16)
+            for cfg in space:  # the small-M part of the space, thinned to what one call can afford
+                if (cfg["BLOCK_M"], cfg["num_warps"], cfg["GROUP_M"]) != (64, 4, 8) or cfg["BLOCK_N"] not in (64, 128) \
+                        or cfg["BLOCK_K"] not in (128, 256) or cfg["SPLIT_K"] not in (0, 4, 16) or cfg["num_stages"] not in (3, 4):
+                    continue
+                key = "triton " + ",".join(f"{k_}={v}" for k_, v in cfg.items() if k_ not in ("BLOCK_M", "GROUP_M", "num_warps"))
+                cands[key] = (lambda: raw(x, w_kn, out), cfg)
+            for cfg in EXP_CONFIGS:
+                cands["exp gemv " + ",".join(f"{k_}={v}" for k_, v in cfg.items())] = (
+                    lambda cfg=cfg: exp_gemv(x, w_kn, out, **cfg))
+        for cname, fn in cands.items():
+            fn, cfg = fn if isinstance(fn, tuple) else (fn, None)
+            try:
+                if cfg is not None:
+                    backends.get("triton").set_config("matmul", torch.bfloat16, cfg)
+                r = _t(fn)
+            except Exception as exc:  # one failing contestant must not lose the table
+                r = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            r.update(shape=label, K=k, N=n, contestant=cname, limit_us=limit_us)
+            if "us" in r:
+                r["pct_copy"] = 100 * limit_us / r["us"]
+            rows.append(r)
+            log(f"{label:8s} {cname:48s} " + (f"{r['us']:8.1f} us {r['pct_copy']:5.1f}%" if "us" in r else r["error"]))
+        if sweep:
+            backends.get("triton").set_config("matmul", torch.bfloat16, None)
+    return rows
+
+
+def decode_profile(name, layers, ctx, copy_gbps, log):
+    from tilerosetta.models.llama import LlamaConfig, LlamaModel, best_backends, random_state
+    cfg = LlamaConfig(layers=layers)
+    state = random_state(cfg, 0, torch.bfloat16, "cuda")
+    choice = best_backends(device_type="cuda") if name == "best" else None
+    model = LlamaModel(cfg, state, name, choice=choice)
+    del state
+    model.prepare(ctx + 1)
+    cache = model.new_cache(1, ctx)
+    tok = torch.zeros(1, 1, dtype=torch.long, device="cuda")
+
+    def step():
+        cache["len"] = ctx - 1
+        model.forward(tok, cache, last_only=True)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+    kern = {}
+    for e in prof.key_averages():
+        if e.device_type.name == "CUDA" or getattr(e, "self_device_time_total", 0) > 0:
+            us = getattr(e, "self_device_time_total", 0) / 3
+            if us > 0:
+                kern[e.key] = {"us": us, "calls": e.count / 3}
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    g.replay()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(30):
+        g.replay()
+    torch.cuda.synchronize()
+    graph_ms = (time.perf_counter() - t0) * 1e3 / 30
+    limit_ms = model.weight_bytes() / (copy_gbps * 1e6)
+    total = sum(v["us"] for v in kern.values())
+    log(f"== {name}: graph step {graph_ms:.3f} ms, kernels {total / 1e3:.3f} ms, limit {limit_ms:.3f} ms "
+        f"({100 * limit_ms / graph_ms:.0f}% of limit)")
+    for k_, v in sorted(kern.items(), key=lambda kv: -kv[1]["us"])[:25]:
+        log(f"   {v['us']:9.1f} us  {v['calls']:5.1f}x  {k_[:110]}")
+    # The kernels of the last profiled step in launch order: layer 0's sequence and the LM head's.
+    evs = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
+    per_step = len(evs) // 3
+    seq = [(e.name[:60], e.time_range.elapsed_us()) for e in evs[-per_step:]]
+    log(f"   one step: {per_step} kernels; the first 16 and the last 4 in order (us):")
+    for n_, us in seq[:16] + [("...", 0.0)] + seq[-4:]:
+        log(f"      {us:8.1f}  {n_}")
+    return {"backend": name, "graph_ms": graph_ms, "kernel_ms": total / 1e3, "limit_ms": limit_ms,
+            "where": model.where, "kernels": kern, "sequence": seq}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out")
+    p.add_argument("--backends", default="torch,triton,best")
+    p.add_argument("--gemv-backends", default="triton,cutile_py,tile_cpp,cutile_rs,cute_dsl")
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--ctx", type=int, default=4096)
+    p.add_argument("--sweep", action="store_true")
+    p.add_argument("--skip-model", action="store_true")
+    a = p.parse_args(argv)
+
+    def log(msg):
+        print(msg, flush=True)
+
+    copy_gbps = ceilings.measure_copy(torch.Generator(device="cuda").manual_seed(1), 10, 60)[0]
+    log(f"copy bandwidth {copy_gbps:.0f} GB/s")
+    res = {"copy_gbps": copy_gbps, "gemv": gemv_table([s for s in a.gemv_backends.split(",") if s], copy_gbps,
+                                                     a.sweep, log), "decode": []}
+    json.dump(res, open(a.out, "w"), indent=1)
+    if not a.skip_model:
+        for name in [s for s in a.backends.split(",") if s]:
+            try:
+                res["decode"].append(decode_profile(name, a.layers, a.ctx, copy_gbps, log))
+            except Exception as exc:
+                log(f"== {name}: failed: {type(exc).__name__}: {exc}")
+            torch.cuda.empty_cache()
+            json.dump(res, open(a.out, "w"), indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
