@@ -37,49 +37,6 @@ def _t(fn):
     return {"us": t.median_ms * 1e3, "p20_us": t.p20_ms * 1e3, "p80_us": t.p80_ms * 1e3, "method": t.method}
 
 
-# An experimental M=1 GEMV without tl.dot (fp32 FMA over a (BK, BN) tile of the (K, N) weight), split-K
-# partials summed by the project's reduce kernel: is the dot path or the schedule what limits us?
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-
-
-@triton.jit
-def _exp_gemv_kernel(a_ptr, b_ptr, ws_ptr, N, K, K_CHUNK, BN: tl.constexpr, BK: tl.constexpr):
-    tiles = tl.cdiv(N, BN)
-    pid_n = tl.program_id(0) % tiles
-    split = tl.program_id(0) // tiles
-    rn = pid_n * BN + tl.arange(0, BN)
-    lo = split * K_CHUNK
-    hi = min(K, lo + K_CHUNK)
-    acc = tl.zeros((BN,), dtype=tl.float32)
-    for k in range(0, K_CHUNK, BK):
-        rk = lo + k + tl.arange(0, BK)
-        a = tl.load(a_ptr + rk, mask=rk < hi, other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + rk[:, None].to(tl.int64) * N + rn[None, :], mask=(rk[:, None] < hi) & (rn[None, :] < N),
-                    other=0.0).to(tl.float32)
-        acc += tl.sum(a[:, None] * b, 0)
-    tl.store(ws_ptr + split.to(tl.int64) * N + rn, acc, mask=rn < N)
-
-
-EXP_CONFIGS = [dict(BN=bn, BK=bk, SPLIT=sp, W=w, S=st) for bn, bk, sp, w, st in
-               [(64, 128, 8, 4, 3), (128, 64, 8, 4, 3), (128, 128, 4, 8, 3), (256, 64, 4, 8, 3), (128, 256, 4, 8, 2),
-                (64, 256, 8, 4, 2), (128, 128, 1, 8, 3), (256, 128, 2, 8, 3), (32, 256, 4, 4, 3)]]
-
-
-def exp_gemv(x, w_kn, out, BN, BK, SPLIT, W, S):
-    from tilerosetta.kernels.triton.matmul import splitk_reduce_kernel
-    k, n = w_kn.shape
-    tiles = triton.cdiv(n, BN)
-    split = SPLIT if tiles < 4 * 132 else 1
-    chunk = triton.cdiv(triton.cdiv(k, BK), split) * BK
-    split = triton.cdiv(k, chunk)
-    ws = torch.empty((split, n), dtype=torch.float32, device=x.device)
-    _exp_gemv_kernel[(tiles * split,)](x, w_kn, ws, n, k, chunk, BN=BN, BK=BK, num_warps=W, num_stages=S)
-    sp2 = triton.next_power_of_2(split)
-    block = max(32, 4096 // sp2)
-    splitk_reduce_kernel[(triton.cdiv(n, block),)](ws, out, n, split, BLOCK=block, SPLIT_P2=sp2, num_warps=4)
-
-
 def gemv_table(names, copy_gbps, sweep, log):
     rows = []
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -105,9 +62,6 @@ def gemv_table(names, copy_gbps, sweep, log):
                     continue
                 key = "triton " + ",".join(f"{k_}={v}" for k_, v in cfg.items() if k_ not in ("BLOCK_M", "GROUP_M", "num_warps"))
                 cands[key] = (lambda: raw(x, w_kn, out), cfg)
-            for cfg in EXP_CONFIGS:
-                cands["exp gemv " + ",".join(f"{k_}={v}" for k_, v in cfg.items())] = (
-                    lambda cfg=cfg: exp_gemv(x, w_kn, out, **cfg))
         for cname, fn in cands.items():
             fn, cfg = fn if isinstance(fn, tuple) else (fn, None)
             try:
