@@ -104,6 +104,18 @@ def test_missing_and_unsupported_are_recorded_with_reason(tmp_path):
     assert rec["status"] == "unsupported" and "cuda" in rec["message"]
 
 
+def test_a_case_outside_a_peers_binding_is_unsupported_not_an_error():
+    # e.g. TileGym's attention is bound for self-attention only: a GQA case is "unsupported" with the reason
+    b = CountingBackend("torch")
+    b.unsupported_case = lambda op, dims, params: "no GQA here" if dims.get("N", 0) > 16 else None
+    va, _, case = small_plan()[0]
+    rec = runner.CaseRunner(runner.Settings(cpu=True), None, timer=fixed_timer(1.0)).run(b, va, FP32, case)
+    assert va.case_dims(case)["N"] > 16 and rec["status"] == "unsupported" and rec["message"] == "no GQA here"
+    assert not b.calls  # never called, never timed
+    b.unsupported_case = lambda op, dims, params: None
+    assert runner.CaseRunner(runner.Settings(cpu=True), None, timer=fixed_timer(1.0)).run(b, va, FP32, case)["status"] == "ok"
+
+
 def test_decode_matmul_is_judged_against_bandwidth():
     # A decode-sized matmul (M <= 64) streams its weight: its record's bound (hence its % of ceiling) is
     # memory; the GEMM cases stay compute.

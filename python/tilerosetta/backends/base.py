@@ -238,6 +238,12 @@ class Backend:
         """dtypes this backend accepts for an op (default: all the spec's)."""
         return get_spec(op).dtypes
 
+    def unsupported_case(self, op: str, dims: dict[str, int], params: dict[str, Any]) -> str | None:
+        """Why a valid case of op lies outside what this backend covers (a peer bound for a subset of the
+        spec, e.g. self-attention only), or None. The benchmark records such a case as "unsupported" with
+        this reason instead of timing it; a call still gets the refusal from the op itself."""
+        return None
+
     def element_limit(self, op: str) -> int | None:
         """Most elements one tensor of op may have (None: 64-bit offsets, no limit of our own). A bigger
         tensor is refused before launch by BoundOp, with the limit in the message."""

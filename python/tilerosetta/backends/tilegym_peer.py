@@ -224,6 +224,11 @@ class TileGymPeer(Backend):
         _, missing = self._resolve()
         return {op: why for op, why in missing.items() if op in OP_NAMES}
 
+    def unsupported_case(self, op, dims, params):
+        if op == "attention" and (dims.get("Hkv", dims["H"]) != dims["H"] or dims.get("Sk", dims["S"]) != dims["S"]):
+            return SELF_ATTENTION_ONLY
+        return None
+
     # ---- configuration: TileGym picks its own (autotuned) tile sizes; nothing for a sweep to set ----------
     def config_space(self, op, dtype):
         get_spec(op)
@@ -324,16 +329,19 @@ def _bmm(tg_op):
     return bmm
 
 
+# Grouped heads and a longer key cache: TileGym's own conventions for them (which heads share, where a causal
+# mask is aligned) are not checked by this binding.
+SELF_ATTENTION_ONLY = "bound for H == Hkv, S == Sk only (self-attention; no GQA or KV cache in this binding)"
+
+
 def _attention(tg_op):
     def attention(q, k, v, causal, scale):
         if scale is not None and scale < 0:
             raise TileRosettaError("attention", NAME, "scale", f"{scale} < 0: TileGym applies the scale after the "
                                                                f"row max and the causal -inf mask (needs scale >= 0)")
         if q.shape[1] != k.shape[1] or q.shape[2] != k.shape[2]:
-            # Bound for self-attention only: TileGym's own conventions for grouped heads and a longer key
-            # cache (which heads share, where a causal mask is aligned) are not checked by this binding.
             raise TileRosettaError("attention", NAME, "k", f"k {tuple(k.shape)} differs from q {tuple(q.shape)} in "
-                                                           f"heads or length: bound for H == Hkv, S == Sk only")
+                                                           f"heads or length: {SELF_ATTENTION_ONLY}")
         scaling = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
         return tg_op(q, k, v, scaling=scaling, is_causal=bool(causal), **CUTILE)
     return attention

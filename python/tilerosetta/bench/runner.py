@@ -161,6 +161,12 @@ def skip_reason(backend: Backend, spec: OpSpec, dtype: torch.dtype, settings: Se
     return None
 
 
+def case_skip_reason(backend: Backend, spec: OpSpec, case: Case) -> tuple[str, str] | None:
+    """A case outside what a peer's binding covers (Backend.unsupported_case): "unsupported", not an error."""
+    why = backend.unsupported_case(spec.name, spec.case_dims(case), dict(case.params))
+    return ("unsupported", why) if why else None
+
+
 def _is_fatal(exc: BaseException) -> bool:
     if not torch.cuda.is_available():
         return False
@@ -206,7 +212,7 @@ class CaseRunner:
     def run(self, backend: Backend, spec: OpSpec, dtype: torch.dtype, case: Case,
             config: dict | None = None) -> dict:
         rec = base_record(backend, spec, dtype, case)
-        skip = skip_reason(backend, spec, dtype, self.settings)
+        skip = skip_reason(backend, spec, dtype, self.settings) or case_skip_reason(backend, spec, case)
         if skip:
             rec.update(status=skip[0], message=skip[1])
             return rec
