@@ -25,6 +25,8 @@ def test_size_class():
     assert tuning.size_class({"M": 3, "N": 14336, "K": 4096}, "matmul") == "le16384_M4"
     assert tuning.size_class({"Bt": 2, "M": 64, "N": 4096, "K": 4096}, "bmm") == "le4096_M64"
     assert tuning.size_class({"M": 65, "N": 4096, "K": 4096}, "matmul") == "le4096"
+    # ... and a down-projection (K > N: needs a K split) is not the up-projection of the same largest dim
+    assert tuning.size_class({"M": 1, "N": 4096, "K": 14336}, "matmul") == "le16384_M1_deepK"
     assert tuning.size_class({"M": 1, "N": 4096}, "softmax") == "le4096"  # other ops' M is rows, not tokens
     with pytest.raises(ValueError):
         tuning.size_class({})

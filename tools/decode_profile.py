@@ -80,6 +80,75 @@ def gemv_table(names, copy_gbps, sweep, log):
     return rows
 
 
+MODEL_SHAPES = {"qkv": (4096, 6144), "o": (4096, 4096), "gate|up": (4096, 28672), "down": (14336, 4096),
+                "lm_head": (4096, 128256)}
+
+
+def stream_us(calls, reps=10):
+    """GPU µs per call of `calls` (each on its own weight) captured back to back in one CUDA graph, as a
+    decode step runs them: no L2 flush or event between kernels, and no weight is read twice in a row."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for c in calls:
+            c()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    g.replay()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / len(calls))
+    times.sort()
+    return times[len(times) // 2], times[len(times) // 5], times[(4 * len(times)) // 5]
+
+
+def stream_sweep(copy_gbps, log):
+    """Triton's small-M matmul configs on the model's M=1 weight shapes, timed with stream_us; torch.mm beside."""
+    tb = backends.get("triton")
+    raw = tb.implementations()["matmul"]
+    space = [c for c in tb.config_space("matmul", torch.bfloat16)
+             if (c["BLOCK_M"], c["num_warps"], c["GROUP_M"]) == (64, 4, 8) and c["BLOCK_K"] in (128, 256)
+             and c["SPLIT_K"] in (0, 1, 4) and c["num_stages"] in (3, 4, 5)]
+    rows = []
+    for label, (k, n) in MODEL_SHAPES.items():
+        reps = max(2, min(12, int(5e8 // (2 * k * n))))
+        x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+        ws = [torch.randn(k, n, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(reps)]
+        outs = [torch.empty(1, n, device="cuda", dtype=torch.bfloat16) for _ in range(reps)]
+        limit_us = 2 * k * n / (copy_gbps * 1e3)
+        cands = [("torch.mm", None, [lambda w=w: torch.mm(x, w) for w in ws]),
+                 ("triton default", {}, [lambda w=w, o=o: raw(x, w, o) for w, o in zip(ws, outs)])]
+        cands += [(",".join(f"{a}={b}" for a, b in c.items() if a not in ("BLOCK_M", "GROUP_M", "num_warps")), c,
+                   [lambda w=w, o=o: raw(x, w, o) for w, o in zip(ws, outs)]) for c in space]
+        for name, cfg, calls in cands:
+            try:
+                tb.set_config("matmul", torch.bfloat16, cfg or None)
+                med, p20, p80 = stream_us(calls)
+                r = {"us": med, "p20_us": p20, "p80_us": p80, "pct_copy": 100 * limit_us / med}
+            except Exception as exc:
+                r = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            r.update(shape=label, K=k, N=n, contestant=name, config=cfg, limit_us=limit_us, reps=reps)
+            rows.append(r)
+        tb.set_config("matmul", torch.bfloat16, None)
+        ok = sorted((r for r in rows if r["shape"] == label and "us" in r), key=lambda r: r["us"])
+        base = {r["contestant"]: r for r in ok}
+        log(f"{label} K{k} N{n} (limit {limit_us:.1f} us): torch.mm {base['torch.mm']['us']:.1f}, "
+            f"triton default {base['triton default']['us']:.1f}; best:")
+        for r in ok[:6]:
+            log(f"   {r['us']:7.1f} us ({r['p20_us']:.1f}-{r['p80_us']:.1f}) {r['pct_copy']:5.1f}%  {r['contestant']}")
+        del ws, outs
+        torch.cuda.empty_cache()
+    return rows
+
+
 def decode_profile(name, layers, ctx, copy_gbps, log):
     from tilerosetta.models.llama import LlamaConfig, LlamaModel, best_backends, random_state
     cfg = LlamaConfig(layers=layers)
@@ -150,6 +219,9 @@ def main(argv=None):
     p.add_argument("--ctx", type=int, default=4096)
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--skip-model", action="store_true")
+    p.add_argument("--stream-sweep", action="store_true", help="Triton small-M configs on the model's M=1 shapes, "
+                   "timed back to back in one graph (how a decode step runs them)")
+    p.add_argument("--skip-gemv", action="store_true")
     a = p.parse_args(argv)
 
     def log(msg):
@@ -157,8 +229,12 @@ def main(argv=None):
 
     copy_gbps = ceilings.measure_copy(torch.Generator(device="cuda").manual_seed(1), 10, 60)[0]
     log(f"copy bandwidth {copy_gbps:.0f} GB/s")
-    res = {"copy_gbps": copy_gbps, "gemv": gemv_table([s for s in a.gemv_backends.split(",") if s], copy_gbps,
-                                                     a.sweep, log), "decode": []}
+    res = {"copy_gbps": copy_gbps, "decode": []}
+    if not a.skip_gemv:
+        res["gemv"] = gemv_table([s for s in a.gemv_backends.split(",") if s], copy_gbps, a.sweep, log)
+    if a.stream_sweep:
+        res["stream_sweep"] = stream_sweep(copy_gbps, log)
+        json.dump(res, open(a.out, "w"), indent=1)
     json.dump(res, open(a.out, "w"), indent=1)
     if not a.skip_model:
         for name in [s for s in a.backends.split(",") if s]:

@@ -125,9 +125,14 @@ SMALL_M = 64  # matmul rows up to which a product is a weight stream (decode) ra
 
 def small_m_class(dims: dict[str, int]) -> str:
     """'_M<P>' (P the power of two >= M) for M <= SMALL_M, else '': decode-sized matmuls get tuned entries
-    of their own instead of the GEMM's of the same largest dim."""
+    of their own instead of the GEMM's of the same largest dim. '_deepK' follows when K > N (a
+    down-projection: few output columns over a long K, which needs a K split to fill the SMs, where an
+    up-projection of the same largest dim has column tiles enough and runs best unsplit)."""
     m = int(dims.get("M", SMALL_M + 1))
-    return f"_M{1 << max(0, m - 1).bit_length()}" if 0 < m <= SMALL_M else ""
+    if not 0 < m <= SMALL_M:
+        return ""
+    deep = "_deepK" if int(dims.get("K", 0)) > int(dims.get("N", 1 << 62)) else ""
+    return f"_M{1 << max(0, m - 1).bit_length()}{deep}"
 
 
 @dataclass(frozen=True)
