@@ -149,6 +149,44 @@ def stream_sweep(copy_gbps, log):
     return rows
 
 
+def attention_sweep(log, backend="triton"):
+    """The backend's attention configs on a B=1 decode step (H 32, Hkv 8, D 128, 4096 keys, causal), times
+    the split-KV plan's minimum chunk (kernels/attention_split.MIN_SPLIT_BLOCKS), timed with stream_us."""
+    from tilerosetta.kernels import attention_split
+    b = backends.get(backend)
+    raw = b.implementations()["attention"]
+    reps = 24
+    q = torch.randn(1, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+    kv = [(torch.randn(1, 8, 4096, 128, device="cuda", dtype=torch.bfloat16),
+           torch.randn(1, 8, 4096, 128, device="cuda", dtype=torch.bfloat16)) for _ in range(reps)]
+    outs = [torch.empty_like(q) for _ in range(reps)]
+    calls = [lambda k=k, v=v, o=o: raw(q, k, v, o, causal=True, scale=None) for (k, v), o in zip(kv, outs)]
+    limit_us = 2 * 8 * 4096 * 128 * 2 / (4244 * 1e3)
+    space = [c for c in b.config_space("attention", torch.bfloat16) if c.get("BLOCK_M") in (64, None)]
+    rows, default_min = [], attention_split.MIN_SPLIT_BLOCKS
+    sdpa = [lambda k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True) for k, v in kv]
+    rows.append({"contestant": "sdpa", "us": stream_us(sdpa)[0]})
+    for msb in (1, 2, 4, 8):
+        attention_split.MIN_SPLIT_BLOCKS = msb
+        for cfg in [None] + space:
+            try:
+                b.set_config("attention", torch.bfloat16, cfg)
+                med, p20, p80 = stream_us(calls)
+                r = {"us": med, "p20_us": p20, "p80_us": p80}
+            except Exception as exc:
+                r = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+            r.update(contestant=f"MIN_SPLIT_BLOCKS={msb} " + (",".join(f"{a}={v}" for a, v in cfg.items()) if cfg else "default"),
+                     config=cfg, min_split_blocks=msb)
+            rows.append(r)
+    attention_split.MIN_SPLIT_BLOCKS = default_min
+    b.set_config("attention", torch.bfloat16, None)
+    ok = sorted((r for r in rows if "us" in r), key=lambda r: r["us"])
+    log(f"decode attention B1 H32 Hkv8 Sk4096 D128 on {backend} (KV read limit {limit_us:.1f} us):")
+    for r in ok[:8] + [r for r in ok if r["contestant"] in ("sdpa", f"MIN_SPLIT_BLOCKS={default_min} default")]:
+        log(f"   {r['us']:7.1f} us  {r['contestant']}")
+    return rows
+
+
 def decode_profile(name, layers, ctx, copy_gbps, log):
     from tilerosetta.models.llama import LlamaConfig, LlamaModel, best_backends, random_state
     cfg = LlamaConfig(layers=layers)
@@ -222,6 +260,7 @@ def main(argv=None):
     p.add_argument("--stream-sweep", action="store_true", help="Triton small-M configs on the model's M=1 shapes, "
                    "timed back to back in one graph (how a decode step runs them)")
     p.add_argument("--skip-gemv", action="store_true")
+    p.add_argument("--attention-sweep", default="", help="backends whose decode attention configs to sweep")
     a = p.parse_args(argv)
 
     def log(msg):
@@ -232,6 +271,9 @@ def main(argv=None):
     res = {"copy_gbps": copy_gbps, "decode": []}
     if not a.skip_gemv:
         res["gemv"] = gemv_table([s for s in a.gemv_backends.split(",") if s], copy_gbps, a.sweep, log)
+    for name in [x for x in a.attention_sweep.split(",") if x]:
+        res.setdefault("attention_sweep", {})[name] = attention_sweep(log, name)
+        json.dump(res, open(a.out, "w"), indent=1)
     if a.stream_sweep:
         res["stream_sweep"] = stream_sweep(copy_gbps, log)
         json.dump(res, open(a.out, "w"), indent=1)

@@ -31,10 +31,14 @@ def packed_rows(h: int, hkv: int, s: int, block_m: int) -> bool:
     return g > 1 and g * s <= block_m
 
 
-def split_plan(tiles: int, sk: int, block_n: int, sms: int = H200_SM_COUNT) -> tuple[int, int]:
+def split_plan(tiles: int, sk: int, block_n: int, sms: int = H200_SM_COUNT,
+               min_blocks: int = MIN_SPLIT_BLOCKS) -> tuple[int, int]:
     """(n_split, chunk): 1 split (chunk = sk) when `tiles` programs already fill `sms` SMs or the keys are
-    too few; else about two programs per SM, each chunk at least MIN_SPLIT_BLOCKS key tiles."""
-    min_chunk = MIN_SPLIT_BLOCKS * block_n
+    too few; else about two programs per SM, each chunk at least `min_blocks` key tiles (a backend's
+    config may lower it: wide key tiles already amortise a chunk's prologue)."""
+    if min_blocks < 1:
+        raise ValueError(f"attention split plan: min_blocks must be >= 1, got {min_blocks}")
+    min_chunk = min_blocks * block_n
     if tiles >= sms or sk < 2 * min_chunk:
         return 1, sk
     n_split = min(cdiv(sk, min_chunk), cdiv(2 * sms, tiles))

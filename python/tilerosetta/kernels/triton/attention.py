@@ -34,7 +34,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from tilerosetta.backends.base import sm_count
-from tilerosetta.kernels.attention_split import packed_rows, split_plan
+from tilerosetta.kernels.attention_split import MIN_SPLIT_BLOCKS, packed_rows, split_plan
 from tilerosetta.kernels.triton import Launch
 
 
@@ -187,7 +187,7 @@ def prepare(q, k, v, out, cfg, causal, scale):
     bm = max(16, min(block_m, triton.next_power_of_2(m)))
     bn = cfg["BLOCK_N"]
     tiles = nq * triton.cdiv(m, bm)
-    n_split, chunk = split_plan(tiles, sk, bn, sm_count(device=q.device))
+    n_split, chunk = split_plan(tiles, sk, bn, sm_count(device=q.device), cfg.get("SPLIT_MIN_BLOCKS", MIN_SPLIT_BLOCKS))
     split = n_split > 1
     tma = bool(cfg.get("TMA", 0))
     if split:
