@@ -14,6 +14,7 @@ from tilerosetta.specs.base import Case, OpSpec, Scaling, positive
 
 class AddRmsNorm(OpSpec):
     name = "add_rms_norm"
+    order = 110
     family = "rows"
     summary = "sum = x + residual; out = sum / sqrt(mean(sum^2, -1) + eps) * weight"
     inputs = {"x": ("M", "N"), "residual": ("M", "N"), "weight": ("N",)}

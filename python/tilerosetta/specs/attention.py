@@ -42,6 +42,7 @@ def _case(b, h, s, d, hkv=None, sk=None, **params):
 
 class Attention(OpSpec):
     name = "attention"
+    order = 100
     summary = "out = softmax(q k^T * scale, causal?) v; GQA (Hkv | H), Sk >= S keys, end-aligned causal mask"
     inputs = {"q": ("B", "H", "S", "D"), "k": ("B", "Hkv", "Sk", "D"), "v": ("B", "Hkv", "Sk", "D")}
     outputs = {"out": ("B", "H", "S", "D")}

@@ -192,7 +192,10 @@ def eval_dim(expr: str, dims: dict[str, int]) -> int:
 class OpSpec:
     """Base class of one op's spec. Subclasses fill the class attributes and the small methods below."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # the op's name; its module is specs/<name>.py, found there by specs/__init__.py
+    # Position in the op set (OP_NAMES: the order of tables, tests and reports): ascending, unique; a new
+    # op takes the next free number after the last one.
+    order: ClassVar[int]
     summary: ClassVar[str]
     inputs: ClassVar[dict[str, tuple[str, ...]]]  # name -> symbolic shape, in call order
     outputs: ClassVar[dict[str, tuple[str, ...]]] = {}

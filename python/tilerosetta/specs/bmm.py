@@ -5,6 +5,7 @@ from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling, 
 
 class Bmm(OpSpec):
     name = "bmm"
+    order = 90
     summary = "out (Bt, M, N) = a (Bt, M, K) @ b (Bt, K, N)"
     inputs = {"a": ("Bt", "M", "K"), "b": ("Bt", "K", "N")}
     outputs = {"out": ("Bt", "M", "N")}

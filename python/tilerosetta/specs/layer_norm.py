@@ -7,6 +7,7 @@ from tilerosetta.specs.base import Case, OpSpec, Scaling, positive
 
 class LayerNorm(OpSpec):
     name = "layer_norm"
+    order = 50
     family = "rows"
     summary = "out = (x - mean) / sqrt(var + eps) * w + b"
     inputs = {"x": ("M", "N"), "w": ("N",), "b": ("N",)}

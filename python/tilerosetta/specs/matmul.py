@@ -5,6 +5,7 @@ from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling, 
 
 class Matmul(OpSpec):
     name = "matmul"
+    order = 80
     summary = "out (M, N) = a (M, K) @ b (K, N), fp32 accumulate"
     inputs = {"a": ("M", "K"), "b": ("K", "N")}
     outputs = {"out": ("M", "N")}

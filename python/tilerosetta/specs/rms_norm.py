@@ -7,6 +7,7 @@ from tilerosetta.specs.base import Case, OpSpec, Scaling, positive
 
 class RmsNorm(OpSpec):
     name = "rms_norm"
+    order = 40
     family = "rows"
     summary = "out = x / sqrt(mean(x^2, -1) + eps) * w"
     inputs = {"x": ("M", "N"), "w": ("N",)}

@@ -11,6 +11,7 @@ from tilerosetta.specs.base import Case, OpSpec, Scaling
 
 class Rope(OpSpec):
     name = "rope"
+    order = 70
     summary = "out = q*cos + rotate_half(q)*sin (Llama half rotation)"
     inputs = {"q": ("B", "H", "S", "D"), "cos": ("S", "D"), "sin": ("S", "D")}
     outputs = {"out": ("B", "H", "S", "D")}

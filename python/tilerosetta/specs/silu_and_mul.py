@@ -7,6 +7,7 @@ from tilerosetta.specs.base import Case, OpSpec, Scaling
 
 class SiluAndMul(OpSpec):
     name = "silu_and_mul"
+    order = 60
     summary = "out = silu(x[:, :H]) * x[:, H:]"
     inputs = {"x": ("M", "2*H")}
     outputs = {"out": ("M", "H")}

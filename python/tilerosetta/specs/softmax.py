@@ -7,6 +7,7 @@ from tilerosetta.specs.base import Case, OpSpec, Scaling
 
 class Softmax(OpSpec):
     name = "softmax"
+    order = 30
     family = "rows"
     summary = "out = softmax(x, dim=-1) over rows of (M, N)"
     inputs = {"x": ("M", "N")}

@@ -5,6 +5,7 @@ from tilerosetta.specs.base import Case, OpSpec, Scaling
 
 class Transpose(OpSpec):
     name = "transpose"
+    order = 20
     summary = "out (N, M) = x (M, N)^T"
     inputs = {"x": ("M", "N")}
     outputs = {"out": ("N", "M")}
