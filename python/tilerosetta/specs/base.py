@@ -228,6 +228,12 @@ class OpSpec:
         """Exact-ish result from float64 inputs (the harness upcasts)."""
         raise NotImplementedError
 
+    def baseline(self, *inputs: torch.Tensor, **params: Any):
+        """What a torch user writes for this op, fn(*inputs, **params) in the spec's order, returning the
+        output (a tuple in `outputs` order when there are several) in the inputs' dtype: torch's fused call
+        where it has one. The `torch` backend (backends/torch_ref.py) is this, timed as the baseline."""
+        raise NotImplementedError
+
     def flops(self, case: Case) -> int:
         raise NotImplementedError
 

@@ -1,5 +1,7 @@
 """bmm: batched matmul (Bt, M, K) @ (Bt, K, N) -> (Bt, M, N); fp32 may use tf32."""
 
+import torch
+
 from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling, small_m_class
 
 
@@ -30,6 +32,9 @@ class Bmm(OpSpec):
 
     def reference(self, params, a, b):
         return {"out": a @ b}
+
+    def baseline(self, a, b):
+        return torch.bmm(a, b)
 
     def flops(self, case):
         d = case.dims

@@ -1,5 +1,7 @@
 """matmul: C (M, N) = A (M, K) @ B (K, N); fp32 may use tf32 (tf32 tolerance)."""
 
+import torch
+
 from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling, small_m_class
 
 
@@ -35,6 +37,9 @@ class Matmul(OpSpec):
 
     def reference(self, params, a, b):
         return {"out": a @ b}
+
+    def baseline(self, a, b):
+        return torch.mm(a, b)
 
     def flops(self, case):
         d = case.dims

@@ -47,6 +47,10 @@ class Rope(OpSpec):
         rotated = torch.cat([-q[..., h:], q[..., :h]], dim=-1)
         return {"out": q * cos + rotated * sin}
 
+    def baseline(self, q, cos, sin):
+        h = q.shape[-1] // 2
+        return q * cos + torch.cat([-q[..., h:], q[..., :h]], dim=-1) * sin  # the HF/Llama eager code
+
     def flops(self, case):
         d = case.dims
         return 3 * d["B"] * d["H"] * d["S"] * d["D"]
