@@ -78,3 +78,18 @@ def test_julia_table_names_each_family_op():
     line = next(line for line in text.splitlines() if line.startswith("const OP_FAMILY"))
     for op, spec in SPECS.items():
         assert (f'"{op}" => "{spec.family}"' in line) == bool(spec.family), op
+
+
+def test_a_new_family_op_needs_no_table_edit(monkeypatch):
+    """The dry run of docs/ADDING_AN_OP.md for the generated side: a new "rows" spec (here a copy of
+    add_rms_norm under another name) appears in every generated table, with its family's C++ kernel
+    list and key names and Julia family, and no hand-written table is needed."""
+    new = type("NewRowOp", (type(SPECS["add_rms_norm"]),), {"name": "new_row_op", "order": 10**6})()
+    monkeypatch.setattr(codegen, "SPECS", {**SPECS, "new_row_op": new})
+    text = codegen.render()
+    assert "#define TR_NEW_ROW_OP_KERNELS(X) TR_FAMILY_ROWS_KERNELS(X, new_row_op)" in text["cpp/generated/tr_families.h"]
+    assert "Y(new_row_op, TR_FAMILY_ROWS_CONFIG_KEYS)" in text["cpp/generated/tr_families.h"]
+    assert "TR_NEW_ROW_OP_KERNELS(X)" in text["cpp/generated/tr_ops.h"] and " new_row_op" in text["cpp/generated/tr_ops.cmake"]
+    assert 'name: "new_row_op"' in text["rust/src/generated.rs"] and '"new_row_op" => "rows"' in text["julia/src/generated.jl"]
+    # no rust/src/ops/new_row_op.rs yet: not in the ops! line until its file exists
+    assert "new_row_op" not in text["rust/src/ops/generated_ops.rs"]

@@ -22,7 +22,7 @@
   X(transpose, fp16, __half, 64, 64) X(transpose, fp16, __half, 128, 64) \
   X(transpose, bf16, __nv_bfloat16, 64, 64) X(transpose, bf16, __nv_bfloat16, 128, 64)
 
-// The "rows" family (OpSpec.family: softmax, rms_norm, layer_norm, add_rms_norm): TM rows per block, TN
+// The "rows" family (OpSpec.family = "rows": softmax and the norms): TM rows per block, TN
 // columns per chunk (looped over N; a row with N <= TN is loaded once), OCC the occupancy hint (see
 // common.cuh: without it 255 registers, 1 CTA/SM). The adapter takes the smallest single-chunk TN >= N up
 // to 16384, else the looped 1 x 1024. Each member's TR_<OP>_KERNELS is generated (tr_families.h).
