@@ -167,7 +167,7 @@ def rust_ops(ops: list[OpEntry]) -> str:
     return "\n".join([
         f"// {HEADER}",
         f"// Included by rust/src/ops/mod.rs (and rust/tests/compile_kernels.rs): the ops whose {RUST_OPS_DIR}/<op>.rs",
-        f"// declares `DIMS`, found there by name, in the specs' order.",
+        "// declares `DIMS`, found there by name, in the specs' order.",
         "ops!(" + ", ".join(rust_uniform_ops(ops)) + ");", ""])
 
 
