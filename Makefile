@@ -13,7 +13,8 @@ PYTEST_ARGS ?=
 setup:
 	@tools/setup.sh
 
-# The native op tables (cpp/generated/, rust/src/generated.rs, julia/src/generated.jl) come from the specs:
+# The native op tables (cpp/generated/, rust/src/generated.rs, rust/src/ops/generated_ops.rs, julia/src/generated.jl)
+# come from the specs:
 # `make generate` rewrites them after a spec changes; every build first checks that they are current.
 generate:
 	@$(GEN)

@@ -90,19 +90,22 @@ def _args(op, dtype="fp32", **shapes):
     return [op, dtype, 0, 0, arrays, scalars, {}]
 
 
-VALID = {
-    "vector_add": dict(a=(1000,), b=(1000,), out=(1000,)),
-    "transpose": dict(x=(7, 13), out=(13, 7)),
-    "softmax": dict(x=(3, 4099), out=(3, 4099)),
-    "rms_norm": dict(x=(3, 7), w=(7,), out=(3, 7)),
-    "layer_norm": dict(x=(3, 7), w=(7,), b=(7,), out=(3, 7)),
-    "silu_and_mul": dict(x=(3, 14), out=(3, 7)),
-    "rope": dict(q=(1, 2, 17, 64), cos=(17, 64), sin=(17, 64), out=(1, 2, 17, 64)),
-    "matmul": dict(a=(7, 5), b=(5, 13), out=(7, 13)),
-    "bmm": dict(a=(3, 7, 5), b=(3, 5, 13), out=(3, 7, 13)),
-    "attention": dict(q=(1, 2, 17, 64), k=(1, 2, 17, 64), v=(1, 2, 17, 64), out=(1, 2, 17, 64)),
-    "add_rms_norm": dict(x=(3, 7), residual=(3, 7), weight=(7,), sum=(3, 7), out=(3, 7)),
-}
+def _valid_shapes(op: str) -> dict[str, tuple[int, ...]]:
+    """One valid call's shapes, from the spec: its smallest conformance case whose extents are all >= 2
+    (a size-1 extent would hide a swapped pair), so a new op needs no entry here."""
+    spec = SPECS[op]
+    full = [c for c in spec.cases if min(spec.case_dims(c).values()) >= 2] or list(spec.cases)
+    case = min(full, key=lambda c: spec.bytes_moved(c, FP32))
+    return spec.shapes(case)
+
+
+VALID = {op: _valid_shapes(op) for op in OP_NAMES}
+VECTOR_1000 = dict(a=(1000,), b=(1000,), out=(1000,))  # the raw-argument tests below: N = 1000 -> BLOCK 1024
+
+
+def test_valid_shapes_come_from_the_specs():
+    assert VALID["transpose"]["out"] == tuple(reversed(VALID["transpose"]["x"]))
+    assert VALID["attention"]["q"][-1] in (64, 128) and min(VALID["vector_add"]["out"]) >= 2
 
 
 @needs_ext
@@ -121,19 +124,19 @@ def test_extension_accepts_valid_and_names_bad_argument(op):
 
 @needs_ext
 def test_extension_refuses_bad_raw_arguments():
-    args = _args("vector_add", **VALID["vector_add"])
+    args = _args("vector_add", **VECTOR_1000)
     args[4][0] = ("a", 0, [1000], [1], "fp32", "cuda:0")
     with pytest.raises(ValueError, match=r"argument 'a': null data pointer"):
         ext.validate(*args)
-    args = _args("vector_add", **VALID["vector_add"])
+    args = _args("vector_add", **VECTOR_1000)
     args[4][1] = ("b", 1 << 20, [1000], [2], "fp32", "cuda:0")
     with pytest.raises(ValueError, match=r"argument 'b': must be contiguous"):
         ext.validate(*args)
     with pytest.raises(ValueError, match=r"argument 'dtype'"):
-        ext.validate(*_args("vector_add", "fp64", **VALID["vector_add"]))
+        ext.validate(*_args("vector_add", "fp64", **VECTOR_1000))
     with pytest.raises(ValueError, match=r"attention: argument 'dtype'"):
         ext.validate(*_args("attention", "fp32", **VALID["attention"]))
-    args = _args("vector_add", **VALID["vector_add"])
+    args = _args("vector_add", **VECTOR_1000)
     args[6] = {"BLOCK": 1000}
     with pytest.raises(ValueError, match=r"argument 'config': tile size BLOCK=1000"):
         ext.validate(*args)
@@ -151,7 +154,7 @@ def test_extension_checks_each_tensors_dtype_device_and_size1_strides():
     for i, dtype, device, want in [(0, "fp16", "cuda:0", r"argument 'a': dtype fp16 differs"),
                                    (2, "bf16", "cuda:0", r"argument 'out': dtype bf16 differs"),
                                    (1, "fp32", "cpu", r"argument 'b': tensor is on cpu")]:
-        args = _args("vector_add", **VALID["vector_add"])
+        args = _args("vector_add", **VECTOR_1000)
         args[4][i] = (*args[4][i][:4], dtype, device)
         with pytest.raises(ValueError, match=want):
             ext.validate(*args)

@@ -3,24 +3,66 @@
 from __future__ import annotations
 
 import math
+import re
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from tilerosetta.errors import TileRosettaError
+from tilerosetta import specs
 from tilerosetta.harness import make_case_tensors, reference
 from tilerosetta.specs import OP_NAMES, SPECS, Case, rel_error
 
-EXPECTED_OPS = ("vector_add", "transpose", "softmax", "rms_norm", "layer_norm", "silu_and_mul", "rope",
-                "matmul", "bmm", "attention", "add_rms_norm")
+SPECS_DIR = Path(specs.__file__).parent
 
 
-def test_the_op_set():
-    assert OP_NAMES == EXPECTED_OPS
+def test_every_spec_module_is_an_op_in_its_order():
+    """specs/__init__.py finds the ops by listing the package: every module but base is one op, named
+    like its file, and OP_NAMES follows the specs' `order`."""
+    modules = sorted(p.stem for p in SPECS_DIR.glob("*.py") if p.stem not in ("__init__", "base"))
+    assert sorted(OP_NAMES) == modules
+    assert [SPECS[op].order for op in OP_NAMES] == sorted(SPECS[op].order for op in OP_NAMES)
+    assert OP_NAMES[:3] == ("vector_add", "transpose", "softmax")  # the order tables and reports keep
 
 
-@pytest.mark.parametrize("op", EXPECTED_OPS)
+def _discover_with(tmp_path, monkeypatch, source):
+    """specs._discover() over the real package plus one extra module written to tmp_path."""
+    (tmp_path / "zz_extra.py").write_text(source)
+    monkeypatch.setattr(specs, "__path__", [*specs.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "tilerosetta.specs.zz_extra", raising=False)
+    try:
+        return specs._discover()
+    finally:
+        sys.modules.pop("tilerosetta.specs.zz_extra", None)
+
+
+EXTRA = """
+from tilerosetta.specs.base import OpSpec
+class ZzExtra(OpSpec):
+    name = {name!r}
+    order = {order}
+"""
+
+
+def test_discovery_takes_a_new_module_without_registration(tmp_path, monkeypatch):
+    found = _discover_with(tmp_path, monkeypatch, EXTRA.format(name="zz_extra", order=10**6))
+    assert tuple(found)[:-1] == OP_NAMES and tuple(found)[-1] == "zz_extra"
+
+
+@pytest.mark.parametrize("name, order, message", [
+    ("zz_extra", 10, "share an order value"),           # vector_add's
+    ("other_name", 10**6, "lives in specs/<name>.py"),
+    ("zz_extra", "'1'", "order must be an int"),
+])
+def test_discovery_refuses_a_malformed_spec_module(tmp_path, monkeypatch, name, order, message):
+    with pytest.raises(ImportError, match=re.escape(message)):
+        _discover_with(tmp_path, monkeypatch, EXTRA.format(name=name, order=order))
+
+
+@pytest.mark.parametrize("op", OP_NAMES)
 def test_spec_is_complete(op):
     spec = SPECS[op]
     assert spec.cases and spec.bench_cases and spec.dtypes and spec.summary

@@ -52,3 +52,18 @@ def test_unstable_softmax_is_caught():
 
     r = _check(naive, op="softmax", dims={"M": 8, "N": 512})
     assert not r.ok
+
+
+def test_the_torch_backend_is_every_spec_baseline():
+    """The torch backend has no op list of its own: its returning form is each spec's `baseline`, and an
+    op without a hand-written out= form gets the baseline plus a copy, so a new spec is served as is."""
+    from tilerosetta.backends import torch_ref
+
+    tb = torch_ref.TorchBackend()
+    assert set(tb.returning()) == set(tb.implementations()) == set(SPECS) and tb.missing() == {}
+    assert tb.returning()["layer_norm"] == SPECS["layer_norm"].baseline
+    derived = tb.implementations()["rms_norm"]
+    assert derived.returning == SPECS["rms_norm"].baseline  # no out= form: derived from the spec
+    assert tb.implementations()["softmax"] is torch_ref.softmax  # torch's out= form kept
+    case = Case({"M": 3, "N": 33})
+    assert check_case(tb, SPECS["rms_norm"], torch.float32, case, seed=0, device="cpu").ok

@@ -28,20 +28,24 @@ import subprocess
 import sys
 import time
 
-# One probe case per op: bench-like sizes, small enough for a float32 reference on the GPU.
+# The probe case of an op is its spec's first bench case, except these (smaller, so a float32 reference
+# fits on the GPU, or a shape the table needs); a new op needs no entry.
 CASES = {
     "vector_add": ({"N": 1 << 26}, {}),
-    "transpose": ({"M": 8192, "N": 8192}, {}),
-    "softmax": ({"M": 4096, "N": 16384}, {}),
     "rms_norm": ({"M": 16384, "N": 4096}, {}),
     "layer_norm": ({"M": 16384, "N": 4096}, {}),
-    "silu_and_mul": ({"M": 4096, "H": 14336}, {}),
-    "rope": ({"B": 4, "H": 32, "S": 4096, "D": 128}, {}),
-    "matmul": ({"M": 4096, "N": 4096, "K": 4096}, {}),
-    "bmm": ({"Bt": 16, "M": 2048, "N": 2048, "K": 2048}, {}),
     "attention": ({"B": 2, "H": 16, "S": 2048, "D": None}, {"causal": False}),  # D from the kernel
-    "add_rms_norm": ({"M": 16384, "N": 4096}, {}),
 }
+
+
+def case_of(op: str) -> tuple[dict, dict]:
+    """(dims, params) of op's probe case: CASES, else the spec's first bench case."""
+    from tilerosetta.specs import get_spec
+
+    if op in CASES:
+        return CASES[op]
+    case = get_spec(op).bench_cases[0]
+    return dict(case.dims), dict(case.params)
 FLOP_OPS = ("matmul", "bmm", "attention")
 
 
@@ -60,7 +64,7 @@ def _variants(ops):
 def _case(v):
     from tilerosetta.specs import Case
 
-    dims, params = CASES[v["op"]]
+    dims, params = case_of(v["op"])
     dims = dict(dims)
     if "D" in dims and dims["D"] is None:
         dims["D"] = v["config"]["D"]
@@ -147,8 +151,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="write one JSON object per variant to this .jsonl file")
     ap.add_argument("--max-seconds", type=float, default=600, help="stop starting variants after this")
-    ap.add_argument("--ops", default="matmul,bmm,attention,vector_add,transpose,softmax,rms_norm,layer_norm,"
-                                     "silu_and_mul,rope", help="comma-separated ops (GEMM/attention first)")
+    ap.add_argument("--ops", default="", help="comma-separated ops (default: every op of the specs, the "
+                                                "compute-bound ones, GEMM/attention, first)")
     ap.add_argument("--dtypes", default="", help="comma-separated dtypes (default: all)")
     ap.add_argument("--twins", choices=("both", "a16", "generic"), default="both",
                     help="which body of each kernel: the aligned _a16 twin, the generic one, or both")
@@ -163,9 +167,12 @@ def main(argv=None):
         return 0
 
     ops = [o for o in args.ops.split(",") if o]
-    unknown = [o for o in ops if o not in CASES]
+    from tilerosetta.specs import OP_NAMES, SPECS
+
+    ops = ops or sorted(OP_NAMES, key=lambda o: SPECS[o].bound != "compute")  # stable: specs' order within
+    unknown = [o for o in ops if o not in OP_NAMES]
     if unknown:
-        ap.error(f"--ops: unknown op(s) {unknown}; known: {list(CASES)}")
+        ap.error(f"--ops: unknown op(s) {unknown}; known: {list(OP_NAMES)}")
     variants = sorted(_variants(ops), key=lambda v: (ops.index(v["op"]), v["dtype"], not v["a16"], v["kernel"]))
     if args.dtypes:
         variants = [v for v in variants if v["dtype"] in args.dtypes.split(",")]

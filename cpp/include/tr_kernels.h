@@ -5,7 +5,8 @@
 // Each entry is X(op, dtype, CType, template args...). The kernel symbol is extern "C"
 // `<op>_<dtype>_<arg1>_<arg2>...` so the module finds it by name with cuModuleGetFunction. The meaning
 // of the arguments per op is TR_CONFIG_KEYS below. To try another tile size, add a line here; the
-// Python adapter's config_space() lists whatever is instantiated.
+// Python adapter's config_space() lists whatever is instantiated. An op of a family (OpSpec.family) has
+// no line here: it takes its family's table (the generated tr_families.h, included at the end).
 #pragma once
 
 // clang-format off
@@ -21,19 +22,17 @@
   X(transpose, fp16, __half, 64, 64) X(transpose, fp16, __half, 128, 64) \
   X(transpose, bf16, __nv_bfloat16, 64, 64) X(transpose, bf16, __nv_bfloat16, 128, 64)
 
-// softmax, rms_norm, layer_norm, add_rms_norm: TM rows per block, TN columns per chunk (looped over N; a row with
-// N <= TN is loaded once), OCC the occupancy hint (see common.cuh: without it 255 registers, 1 CTA/SM).
-// The adapter takes the smallest single-chunk TN >= N up to 16384, else the looped 1 x 1024.
+// The "rows" family (OpSpec.family = "rows": softmax and the norms): TM rows per block, TN
+// columns per chunk (looped over N; a row with N <= TN is loaded once), OCC the occupancy hint (see
+// common.cuh: without it 255 registers, 1 CTA/SM). The adapter takes the smallest single-chunk TN >= N up
+// to 16384, else the looped 1 x 1024. Each member's TR_<OP>_KERNELS is generated (tr_families.h).
 #define TR_ROW_KERNELS_T(X, op, dt, CT) \
   X(op, dt, CT, 1, 1024, 4) X(op, dt, CT, 4, 512, 4) X(op, dt, CT, 1, 4096, 4) \
   X(op, dt, CT, 1, 8192, 4) X(op, dt, CT, 1, 8192, 2) X(op, dt, CT, 1, 16384, 2)
-#define TR_ROW_KERNELS(X, op) \
+#define TR_FAMILY_ROWS_KERNELS(X, op) \
   TR_ROW_KERNELS_T(X, op, fp32, float) TR_ROW_KERNELS_T(X, op, fp16, __half) \
   TR_ROW_KERNELS_T(X, op, bf16, __nv_bfloat16)
-#define TR_SOFTMAX_KERNELS(X) TR_ROW_KERNELS(X, softmax)
-#define TR_RMS_NORM_KERNELS(X) TR_ROW_KERNELS(X, rms_norm)
-#define TR_LAYER_NORM_KERNELS(X) TR_ROW_KERNELS(X, layer_norm)
-#define TR_ADD_RMS_NORM_KERNELS(X) TR_ROW_KERNELS(X, add_rms_norm)
+#define TR_FAMILY_ROWS_CONFIG_KEYS "TM", "TN", "OCC"
 
 // silu_and_mul: TM x TN output tile
 #define TR_SILU_AND_MUL_KERNELS(X) \
@@ -66,9 +65,12 @@
 #define TR_ATTENTION_KERNELS(X) TR_ATTENTION_KERNELS_T(X, fp16, __half) TR_ATTENTION_KERNELS_T(X, bf16, __nv_bfloat16)
 // clang-format on
 
-// The names of the template arguments, per op, in order (used by the module to report configs).
+// The names of the template arguments, per op, in order (used by the module to report configs); a family
+// op's come with its family (tr_families.h).
 #define TR_CONFIG_KEYS(Y) \
-  Y(vector_add, "TILE") Y(transpose, "TM", "TN") Y(softmax, "TM", "TN", "OCC") \
-  Y(rms_norm, "TM", "TN", "OCC") Y(layer_norm, "TM", "TN", "OCC") Y(silu_and_mul, "TM", "TN") \
-  Y(rope, "TS", "TD", "OCC") Y(matmul, "TM", "TN", "TK", "W") Y(bmm, "TM", "TN", "TK", "W") \
-  Y(attention, "D", "TQ", "TK", "W") Y(add_rms_norm, "TM", "TN", "OCC")
+  Y(vector_add, "TILE") Y(transpose, "TM", "TN") Y(silu_and_mul, "TM", "TN") Y(rope, "TS", "TD", "OCC") \
+  Y(matmul, "TM", "TN", "TK", "W") Y(bmm, "TM", "TN", "TK", "W") Y(attention, "D", "TQ", "TK", "W") \
+  TR_FAMILY_OPS_CONFIG_KEYS(Y)
+
+// Generated from the specs (python -m tilerosetta.codegen): the family ops' kernel lists and key names.
+#include "../generated/tr_families.h"

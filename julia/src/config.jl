@@ -12,6 +12,14 @@ dtype_key(T::Type) = throw(ArgumentError("TileRosetta: element type $T is not su
 next_pow2(n::Integer) = n <= 1 ? 1 : 1 << (8 * sizeof(Int) - leading_zeros(Int(n) - 1))
 
 """
+    op_tiles(op) -> Dict
+
+The tile-table entry of `op`: its own `[op.*]` sections, else those of its kernel family
+(`OP_FAMILY`, generated from the specs: the row ops share `[rows.*]`).
+"""
+op_tiles(op::AbstractString) = haskey(TILES, op) ? TILES[op] : TILES[OP_FAMILY[op]]
+
+"""
     tiles(op, T, dims) -> NamedTuple
 
 Tile sizes for `op` on element type `T`, for a problem whose spec dimensions are `dims` (torch
@@ -19,7 +27,7 @@ names, e.g. `(M=.., N=..)`): the table's default, overridden per dtype, then cla
 problem's next power of two and raised to the op's floor.
 """
 function tiles(op::AbstractString, T::Type, dims::NamedTuple)
-    table = TILES[op]
+    table = op_tiles(op)
     sizes = merge(Dict{String,Any}(table["default"]), get(table, dtype_key(T), Dict{String,Any}()))
     covers = table["covers"]
     floors = get(table, "floor", Dict{String,Any}())

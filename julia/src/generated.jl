@@ -17,3 +17,6 @@ const OP_TABLE = Dict{String,NamedTuple}(
     "attention" => (inputs=["q" => ("B", "H", "S", "D"), "k" => ("B", "Hkv", "Sk", "D"), "v" => ("B", "Hkv", "Sk", "D")], outputs=["out" => ("B", "H", "S", "D")], params=["causal" => "flag", "scale" => "positive"], dtypes=["fp16", "bf16"]),
     "add_rms_norm" => (inputs=["x" => ("M", "N"), "residual" => ("M", "N"), "weight" => ("N",)], outputs=["sum" => ("M", "N"), "out" => ("M", "N")], params=["eps" => "positive"], dtypes=["fp32", "fp16", "bf16"]),
 )
+
+# An op of a kernel family (OpSpec.family) without a tiles.toml section of its own takes its family's.
+const OP_FAMILY = Dict{String,String}("softmax" => "rows", "rms_norm" => "rows", "layer_norm" => "rows", "add_rms_norm" => "rows")

@@ -6,7 +6,7 @@
 
 using Test
 using TileRosetta
-using TileRosetta: tiles, next_pow2, TILES, OP_NAMES, OPS
+using TileRosetta: tiles, op_tiles, next_pow2, TILES, OP_NAMES, OP_FAMILY, OPS
 using CUDA
 using BFloat16s: BFloat16
 using LinearAlgebra: norm
@@ -65,13 +65,15 @@ tolerance(T, op) = T === Float32 ? (op in ("matmul", "bmm") ? 1e-3 : 1e-5) : 1e-
 
 @testset "TileRosetta (cuTile.jl)" begin
     @testset "tile table" begin
-        @test sort(collect(keys(TILES))) == sort(OP_NAMES)
+        # every section is an op's or a family's (OP_FAMILY); every op has one, its own or its family's
+        @test all(k in OP_NAMES || k in values(OP_FAMILY) for k in keys(TILES))
+        @test op_tiles("add_rms_norm") === TILES["rows"] && op_tiles("matmul") === TILES["matmul"]
         @test next_pow2(1) == 1 && next_pow2(5) == 8 && next_pow2(64) == 64
         t = tiles("matmul", Float32, (M=1, N=1000, K=257))
         @test t.tile_m == 16 && t.tile_k == 32 && ispow2(t.tile_n)     # floor, fp32 override
         @test tiles("vector_add", Float16, (N=7,)).tile == 8           # clamp to the problem
         for op in OP_NAMES
-            @test haskey(TILES[op], "default") && haskey(TILES[op], "covers")
+            @test haskey(op_tiles(op), "default") && haskey(op_tiles(op), "covers")
         end
     end
 

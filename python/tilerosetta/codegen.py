@@ -3,10 +3,16 @@
 The specs are the one place an op's signature lives. C++, Rust and Julia read the same facts from the
 files written here instead of declaring them again:
 
-    cpp/generated/tr_ops.h      tr::gen::kOps (names, tensors with symbolic shapes, params, dtypes)
-    cpp/generated/tr_ops.cmake  TR_OPS, the kernel sources cpp/CMakeLists.txt compiles
-    rust/src/generated.rs       crate::generated::OPS (the same, as Rust statics)
-    julia/src/generated.jl      TileRosetta.OP_TABLE (the same, as a Julia constant)
+    cpp/generated/tr_ops.h         tr::gen::kOps (names, tensors with symbolic shapes, params, dtypes)
+    cpp/generated/tr_families.h    each family op's kernel list and config key names (tr_kernels.h)
+    cpp/generated/tr_ops.cmake     TR_OPS, the kernel sources cpp/CMakeLists.txt compiles
+    rust/src/generated.rs          crate::generated::OPS (the same, as Rust statics)
+    rust/src/ops/generated_ops.rs  the `ops!(...)` line of rust/src/ops/mod.rs (its kernel modules)
+    julia/src/generated.jl         TileRosetta.OP_TABLE (the same, as a Julia constant), OP_FAMILY
+
+Each language's kernel file is found by name (cpp/kernels/<op>.cu, rust/src/ops/<op>.rs,
+julia/src/ops/<op>.jl); an op of a family (OpSpec.family) takes that family's tile table in every
+language, so it needs no table entry of its own (docs/ADDING_AN_OP.md).
 
 `python -m tilerosetta.codegen` rewrites them; `--check` exits 1 naming every stale file (the build
 runs the first, shared_tests/test_codegen.py the second). The native layers use the table to bind
@@ -94,6 +100,19 @@ def cpp(ops: list[OpEntry]) -> str:
     return "\n".join(lines)
 
 
+def cpp_families(ops: list[OpEntry]) -> str:
+    """Preprocessor only (nvcc reads it in tile mode too): each family op's kernel list and config key
+    names, from its family's TR_FAMILY_<F>_KERNELS(X, op) and TR_FAMILY_<F>_CONFIG_KEYS in tr_kernels.h."""
+    fam = [o for o in ops if o.family]
+    lines = [f"// {HEADER}", "// The ops of a kernel family (OpSpec.family) instantiate their family's tile table",
+             "// (TR_FAMILY_<FAMILY>_KERNELS, TR_FAMILY_<FAMILY>_CONFIG_KEYS in cpp/include/tr_kernels.h), which",
+             "// includes this file; an op of no family declares its own TR_<OP>_KERNELS there.", "#pragma once", ""]
+    lines += [f"#define TR_{o.name.upper()}_KERNELS(X) TR_FAMILY_{o.family.upper()}_KERNELS(X, {o.name})" for o in fam]
+    lines += ["", "// Y(op, key names...) of every family op, for TR_CONFIG_KEYS.", "#define TR_FAMILY_OPS_CONFIG_KEYS(Y)" +
+              "".join(f" \\\n  Y({o.name}, TR_FAMILY_{o.family.upper()}_CONFIG_KEYS)" for o in fam), "", ""]
+    return "\n".join(lines)
+
+
 # ---- Rust ---------------------------------------------------------------------------------------------
 def _rs_str_list(items) -> str:
     return "&[" + ", ".join(f'"{i}"' for i in items) + "]"
@@ -129,6 +148,29 @@ def rust(ops: list[OpEntry]) -> str:
     return "\n".join(lines)
 
 
+RUST_OPS_DIR = "rust/src/ops"
+RUST_UNIFORM = "pub const DIMS"  # the declaration of a module that ops/mod.rs dispatches uniformly
+
+
+def rust_uniform_ops(ops: list[OpEntry], root: Path = ROOT) -> list[str]:
+    """The ops whose kernel module rust/src/ops/<op>.rs exists and declares `DIMS` (the uniform
+    interface: DIMS, specs, launch); a module without it (attention) is declared by hand in mod.rs."""
+    out = []
+    for o in ops:
+        f = root / RUST_OPS_DIR / f"{o.name}.rs"
+        if f.is_file() and any(line.startswith(RUST_UNIFORM) for line in f.read_text().splitlines()):
+            out.append(o.name)
+    return out
+
+
+def rust_ops(ops: list[OpEntry]) -> str:
+    return "\n".join([
+        f"// {HEADER}",
+        f"// Included by rust/src/ops/mod.rs (and rust/tests/compile_kernels.rs): the ops whose {RUST_OPS_DIR}/<op>.rs",
+        "// declares `DIMS`, found there by name, in the specs' order.",
+        "ops!(" + ", ".join(rust_uniform_ops(ops)) + ");", ""])
+
+
 # ---- Julia --------------------------------------------------------------------------------------------
 def julia(ops: list[OpEntry]) -> str:
     lines = [f"# {HEADER}", "# The op table of the cutile_jl package: OP_NAMES orders OPS and the includes of src/ops/.",
@@ -143,7 +185,8 @@ def julia(ops: list[OpEntry]) -> str:
         ps = ", ".join(f'"{n}" => "{k}"' for n, k, _ in o.params)
         dts = ", ".join(f'"{d}"' for d in o.dtypes)
         lines.append(f'    "{o.name}" => (inputs=[{ins}], outputs=[{outs}], params=[{ps}], dtypes=[{dts}]),')
-    lines += [")", ""]
+    lines += [")", "", "# An op of a kernel family (OpSpec.family) without a tiles.toml section of its own takes its family's.",
+              "const OP_FAMILY = Dict{String,String}(" + ", ".join(f'"{o.name}" => "{o.family}"' for o in ops if o.family) + ")", ""]
     return "\n".join(lines)
 
 
@@ -152,7 +195,8 @@ def cmake(ops: list[OpEntry]) -> str:
             f"set(TR_OPS {' '.join(o.name for o in ops)})\n")
 
 
-TARGETS = {"cpp/generated/tr_ops.h": cpp, "cpp/generated/tr_ops.cmake": cmake, "rust/src/generated.rs": rust, "julia/src/generated.jl": julia}
+TARGETS = {"cpp/generated/tr_ops.h": cpp, "cpp/generated/tr_families.h": cpp_families, "cpp/generated/tr_ops.cmake": cmake,
+           "rust/src/generated.rs": rust, "rust/src/ops/generated_ops.rs": rust_ops, "julia/src/generated.jl": julia}
 
 
 def render() -> dict[str, str]:

@@ -74,33 +74,29 @@ fn every_op_has_specs() {
     }
 }
 
-macro_rules! compile_tests {
-    ($($name:ident => $op:literal),* $(,)?) => {
-        $(
+/// One test per op (cargo runs them in parallel), named `<op>::compiles_for_sm90`: the ops of the
+/// generated `ops!` list (src/ops/generated_ops.rs, the same list ops/mod.rs dispatches), and attention.
+macro_rules! compile_test {
+    ($op:ident) => {
+        mod $op {
             #[test]
-            fn $name() {
-                if !OPS.contains(&$op) {
-                    panic!("{} is not in ops::OPS", $op);
-                }
-                compile_all($op, default_cfg($op));
+            fn compiles_for_sm90() {
+                let op = stringify!($op);
+                assert!(super::OPS.contains(&op), "{op} is not in ops::OPS");
+                super::compile_all(op, super::default_cfg(op));
             }
-        )*
+        }
     };
 }
 
-compile_tests! {
-    vector_add_compiles_for_sm90 => "vector_add",
-    transpose_compiles_for_sm90 => "transpose",
-    softmax_compiles_for_sm90 => "softmax",
-    rms_norm_compiles_for_sm90 => "rms_norm",
-    layer_norm_compiles_for_sm90 => "layer_norm",
-    silu_and_mul_compiles_for_sm90 => "silu_and_mul",
-    rope_compiles_for_sm90 => "rope",
-    matmul_compiles_for_sm90 => "matmul",
-    bmm_compiles_for_sm90 => "bmm",
-    attention_compiles_for_sm90 => "attention",
-    add_rms_norm_compiles_for_sm90 => "add_rms_norm",
+macro_rules! ops {
+    ($($op:ident),* $(,)?) => {
+        $(compile_test!($op);)*
+    };
 }
+
+include!("../src/ops/generated_ops.rs");
+compile_test!(attention);
 
 /// The smallest and largest entries of each op's sweep space compile too (a sweep must not find
 /// compile failures only on the GPU).

@@ -143,12 +143,23 @@ def tile_table() -> dict[str, Any]:
         return tomllib.load(f)
 
 
+def op_tiles(op: str) -> dict[str, Any]:
+    """The tile-table entry of `op`: its own [op.*] sections, else its kernel family's (OpSpec.family;
+    the row ops share [rows.*]), as julia/src/config.jl's op_tiles reads it."""
+    table = tile_table()
+    key = op if op in table else SPECS[op].family
+    if key not in table:
+        raise KeyError(f"{NAME}.{op}: julia/tiles.toml has no [{op}.*] section"
+                       + (f" nor one of its family [{key}.*]" if key else ""))
+    return table[key]
+
+
 def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
 def table_config(op: str, dtype, dims: dict[str, int] | None = None) -> dict[str, int]:
-    table = tile_table()[op]
+    table = op_tiles(op)
     sizes = dict(table["default"])
     sizes.update(table.get(dtype_name(dtype), {}))
     if dims:
@@ -322,7 +333,7 @@ class CuTileJlBackend(Backend):
         return {op: self._make(op) for op in OP_NAMES}
 
     def config_space(self, op, dtype):
-        space = tile_table()[op].get("space", {})
+        space = op_tiles(op).get("space", {})
         keys = sorted(space)
         return [dict(zip(keys, combo)) for combo in itertools.product(*(space[k] for k in keys))]
 
@@ -330,7 +341,7 @@ class CuTileJlBackend(Backend):
         return table_config(op, dtype, dims)
 
     def check_config(self, op, dtype, config):
-        allowed = set(tile_table()[op]["default"])
+        allowed = set(op_tiles(op)["default"])
         unknown = set(config) - allowed
         if unknown:
             raise ValueError(f"{NAME}.{op}: unknown tile parameter(s) {sorted(unknown)}; expected {sorted(allowed)}")

@@ -1,6 +1,7 @@
 """The `torch_compile` peer: torch.compile (inductor) of the plain torch code a user would write, per shape.
 
-Memory-bound ops only (matmul, bmm and attention compile to the same cuBLAS/SDPA calls as eager torch).
+Memory-bound ops only (matmul, bmm and attention compile to the same cuBLAS/SDPA calls as eager torch); the
+code compiled is each spec's `baseline`, what the `torch` backend runs eagerly.
 Each (op, shapes, dtype, params) gets its own compiled function (dynamic=False, fullgraph=True), built on
 its first call; that first call's wall time (compile + one run) is recorded per result as `compile_ms`,
 separately from the timed run. Every specialization gets a fresh code object, so dynamo's per-code
@@ -13,43 +14,14 @@ import time
 import types
 
 import torch
-import torch.nn.functional as F
 
 from tilerosetta.backends.peer import PeerBackend
+from tilerosetta.specs import SPECS
 
 
-# the code a torch.compile user writes (what inductor then fuses)
-def vector_add(a, b):
-    return a + b
-
-
-def transpose(x):
-    return x.t().contiguous()
-
-
-def softmax(x):
-    return torch.softmax(x, dim=-1)
-
-
-def rms_norm(x, w, eps):
-    return F.rms_norm(x, (x.shape[-1],), w, eps)
-
-
-def layer_norm(x, w, b, eps):
-    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
-
-
-def silu_and_mul(x):
-    h = x.shape[-1] // 2
-    return F.silu(x[:, :h]) * x[:, h:]
-
-
-def rope(q, cos, sin):
-    h = q.shape[-1] // 2
-    return q * cos + torch.cat([-q[..., h:], q[..., :h]], dim=-1) * sin
-
-
-SOURCES = {f.__name__: f for f in (vector_add, transpose, softmax, rms_norm, layer_norm, silu_and_mul, rope)}
+# The code a torch.compile user writes (what inductor then fuses): each memory-bound spec's `baseline`,
+# the plain torch code the `torch` backend runs eagerly.
+SOURCES = {op: spec.baseline for op, spec in SPECS.items() if spec.bound == "memory"}
 COMPUTE_BOUND = "compute-bound: torch.compile calls the same cuBLAS / SDPA kernel as eager torch (the baseline)"
 
 
@@ -64,7 +36,7 @@ class TorchCompilePeer(PeerBackend):
     dist = "torch"
     modules = ("torch._dynamo", "torch._inductor")
     install_hint = "ships with torch"
-    not_here = {op: COMPUTE_BOUND for op in ("matmul", "bmm", "attention")}
+    not_here = {op: COMPUTE_BOUND for op, spec in SPECS.items() if spec.bound != "memory"}
     compile_backend = "inductor"  # tests use "eager" (no C++/Triton compiler on a CI runner)
 
     def __init__(self):
@@ -87,9 +59,10 @@ class TorchCompilePeer(PeerBackend):
         key = (op,) + _signature(args, params)
         fn = self._compiled.get(key)
         if fn is None:
-            src = SOURCES[op]
+            src = SOURCES[op].__func__  # the spec's method; bound again below to the same spec
             tag = f"{op}_{len(self._compiled)}"  # a distinct code object per specialization
-            fresh = types.FunctionType(src.__code__.replace(co_name=tag), src.__globals__, tag)
+            fresh = types.MethodType(types.FunctionType(src.__code__.replace(co_name=tag), src.__globals__, tag),
+                                     SOURCES[op].__self__)
             fn = torch.compile(fresh, backend=self.compile_backend, dynamic=False, fullgraph=True)
             if args[0].is_cuda:
                 torch.cuda.synchronize()

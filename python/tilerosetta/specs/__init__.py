@@ -1,22 +1,51 @@
-"""The op set: one spec module per op, the single source of truth for every backend."""
+"""The op set: one spec module per op, the single source of truth for every backend.
 
-from tilerosetta.specs.add_rms_norm import AddRmsNorm
-from tilerosetta.specs.attention import Attention
+Every module `specs/<op>.py` (other than `base`) defines one `OpSpec` subclass named `<op>`; they are
+found here by listing this package, so a new op is its module and nothing else in this file. `SPECS`
+is ordered by each spec's `order`.
+"""
+
+import importlib
+import pkgutil
+
 from tilerosetta.specs.base import (DTYPE_NAMES, FLOAT_DTYPES, HALF_DTYPES, Case, OpSpec, dtype_name,
                                     parse_dtype, rel_error)
-from tilerosetta.specs.bmm import Bmm
-from tilerosetta.specs.layer_norm import LayerNorm
-from tilerosetta.specs.matmul import Matmul
-from tilerosetta.specs.rms_norm import RmsNorm
-from tilerosetta.specs.rope import Rope
-from tilerosetta.specs.silu_and_mul import SiluAndMul
-from tilerosetta.specs.softmax import Softmax
-from tilerosetta.specs.transpose import Transpose
-from tilerosetta.specs.vector_add import VectorAdd
 
-SPECS: dict[str, OpSpec] = {s.name: s for s in (
-    VectorAdd(), Transpose(), Softmax(), RmsNorm(), LayerNorm(), SiluAndMul(), Rope(), Matmul(), Bmm(),
-    Attention(), AddRmsNorm())}
+_NOT_SPECS = frozenset({"base"})  # modules of this package that hold no op
+
+
+def _spec_of(module_name: str) -> OpSpec:
+    """The one OpSpec subclass defined in specs/<module_name>.py, instantiated; it must be named like
+    its module and declare an int `order`."""
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    found = [c for c in vars(module).values()
+             if isinstance(c, type) and issubclass(c, OpSpec) and c.__module__ == module.__name__]
+    if len(found) != 1:
+        raise ImportError(f"specs/{module_name}.py: expected exactly one OpSpec subclass, found "
+                          f"{[c.__name__ for c in found]}")
+    spec = found[0]()
+    if getattr(spec, "name", None) != module_name:
+        raise ImportError(f"specs/{module_name}.py: its spec's name is {getattr(spec, 'name', None)!r}; "
+                          f"an op's spec lives in specs/<name>.py")
+    if not isinstance(getattr(spec, "order", None), int):
+        raise ImportError(f"specs/{module_name}.py: {type(spec).__name__}.order must be an int (its place in "
+                          f"the op set)")
+    return spec
+
+
+def _discover() -> dict[str, OpSpec]:
+    specs = [_spec_of(m.name) for m in pkgutil.iter_modules(__path__)
+             if not m.ispkg and not m.name.startswith("_") and m.name not in _NOT_SPECS]
+    specs.sort(key=lambda s: s.order)
+    orders = [s.order for s in specs]
+    clash = sorted({o for o in orders if orders.count(o) > 1})
+    if clash:
+        raise ImportError(f"specs: two ops share an order value {clash}: "
+                          f"{[s.name for s in specs if s.order in clash]} (each op needs its own)")
+    return {s.name: s for s in specs}
+
+
+SPECS: dict[str, OpSpec] = _discover()
 OP_NAMES = tuple(SPECS)
 
 

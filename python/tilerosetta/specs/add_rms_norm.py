@@ -8,12 +8,14 @@ over rows of (M, N). Kernels add in fp32, store `sum` in the tensors' dtype and 
 """
 
 import torch
+import torch.nn.functional as F
 
 from tilerosetta.specs.base import Case, OpSpec, Scaling, positive
 
 
 class AddRmsNorm(OpSpec):
     name = "add_rms_norm"
+    order = 110
     family = "rows"
     summary = "sum = x + residual; out = sum / sqrt(mean(sum^2, -1) + eps) * weight"
     inputs = {"x": ("M", "N"), "residual": ("M", "N"), "weight": ("N",)}
@@ -42,6 +44,10 @@ class AddRmsNorm(OpSpec):
         s = x + residual
         rms = torch.rsqrt(s.pow(2).mean(dim=-1, keepdim=True) + params["eps"])
         return {"sum": s, "out": s * rms * weight}
+
+    def baseline(self, x, residual, weight, eps):
+        s = x + residual  # the HF/Llama decoder: the residual add, then RMSNorm (two kernels)
+        return s, F.rms_norm(s, (s.shape[-1],), weight, eps)
 
     def flops(self, case):
         return 5 * case.dims["M"] * case.dims["N"]  # add, square, sum, scale, weight

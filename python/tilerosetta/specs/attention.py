@@ -22,6 +22,7 @@ before this extension) are unchanged: `dim_defaults` fills Hkv = H and Sk = S wh
 import math
 
 import torch
+import torch.nn.functional as F
 
 from tilerosetta.specs.base import HALF_DTYPES, Case, OpSpec, Scaling, flag, positive
 
@@ -42,6 +43,7 @@ def _case(b, h, s, d, hkv=None, sk=None, **params):
 
 class Attention(OpSpec):
     name = "attention"
+    order = 100
     summary = "out = softmax(q k^T * scale, causal?) v; GQA (Hkv | H), Sk >= S keys, end-aligned causal mask"
     inputs = {"q": ("B", "H", "S", "D"), "k": ("B", "Hkv", "Sk", "D"), "v": ("B", "Hkv", "Sk", "D")}
     outputs = {"out": ("B", "H", "S", "D")}
@@ -113,6 +115,26 @@ class Attention(OpSpec):
             scores = scores.masked_fill(j > i + (sk - s), float("-inf"))
         out = torch.softmax(scores, dim=-1) @ v
         return {"out": out.reshape(b, h, s, d)}
+
+    def baseline(self, q, k, v, causal, scale):
+        """As torch users call SDPA for GQA and a KV cache: enable_gqa when k/v have fewer heads (SDPA's own
+        grouping, k.repeat_interleave(H // Hkv, 1)); the spec's end-aligned causal mask is is_causal only for
+        S == Sk (SDPA's is_causal is top-left), nothing for S == 1 (one query sees every key; HF Llama passes
+        is_causal=q_len > 1 likewise) and torch's causal_lower_right bias for 1 < S < Sk. That bias is dispatched
+        by torch itself (nn/attention/bias.py: flash, memory-efficient or a materialised mask), without
+        enable_gqa on its fused paths, so k/v are repeated to H heads there, as HF's repeat_kv does."""
+        s, sk = q.shape[-2], k.shape[-2]
+        gqa = q.shape[1] != k.shape[1]
+        if causal and s != sk and s > 1:
+            if gqa:
+                g = q.shape[1] // k.shape[1]
+                k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+            # Imported here: torch.nn.attention.bias imports triton, which must not load before the Triton
+            # adapter has chosen the interpreter on a machine without a GPU (backends/triton_lang.py).
+            from torch.nn.attention.bias import causal_lower_right
+
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(s, sk), scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal and s == sk, scale=scale, enable_gqa=gqa)
 
     def case_bound(self, case):
         # Decode (S = 1, or a few queries per k/v row with GQA) does ~G*S flops per byte of the KV cache it

@@ -197,7 +197,10 @@ def eval_dim(expr: str, dims: dict[str, int]) -> int:
 class OpSpec:
     """Base class of one op's spec. Subclasses fill the class attributes and the small methods below."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # the op's name; its module is specs/<name>.py, found there by specs/__init__.py
+    # Position in the op set (OP_NAMES: the order of tables, tests and reports): ascending, unique; a new
+    # op takes the next free number after the last one.
+    order: ClassVar[int]
     summary: ClassVar[str]
     inputs: ClassVar[dict[str, tuple[str, ...]]]  # name -> symbolic shape, in call order
     outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -228,6 +231,12 @@ class OpSpec:
     # ---- semantics -------------------------------------------------------------------------
     def reference(self, params: dict[str, Any], **inputs: torch.Tensor) -> dict[str, torch.Tensor]:
         """Exact-ish result from float64 inputs (the harness upcasts)."""
+        raise NotImplementedError
+
+    def baseline(self, *inputs: torch.Tensor, **params: Any):
+        """What a torch user writes for this op, fn(*inputs, **params) in the spec's order, returning the
+        output (a tuple in `outputs` order when there are several) in the inputs' dtype: torch's fused call
+        where it has one. The `torch` backend (backends/torch_ref.py) is this, timed as the baseline."""
         raise NotImplementedError
 
     def flops(self, case: Case) -> int:

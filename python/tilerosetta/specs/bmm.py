@@ -1,10 +1,13 @@
 """bmm: batched matmul (Bt, M, K) @ (Bt, K, N) -> (Bt, M, N); fp32 may use tf32."""
 
+import torch
+
 from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling, small_m_class
 
 
 class Bmm(OpSpec):
     name = "bmm"
+    order = 90
     summary = "out (Bt, M, N) = a (Bt, M, K) @ b (Bt, K, N)"
     inputs = {"a": ("Bt", "M", "K"), "b": ("Bt", "K", "N")}
     outputs = {"out": ("Bt", "M", "N")}
@@ -29,6 +32,9 @@ class Bmm(OpSpec):
 
     def reference(self, params, a, b):
         return {"out": a @ b}
+
+    def baseline(self, a, b):
+        return torch.bmm(a, b)
 
     def flops(self, case):
         d = case.dims

@@ -1,12 +1,14 @@
 """layer_norm: y = (x - mean) / sqrt(var + eps) * w + b over rows of (M, N) (biased variance)."""
 
 import torch
+import torch.nn.functional as F
 
 from tilerosetta.specs.base import Case, OpSpec, Scaling, positive
 
 
 class LayerNorm(OpSpec):
     name = "layer_norm"
+    order = 50
     family = "rows"
     summary = "out = (x - mean) / sqrt(var + eps) * w + b"
     inputs = {"x": ("M", "N"), "w": ("N",), "b": ("N",)}
@@ -39,6 +41,9 @@ class LayerNorm(OpSpec):
         mean = x.mean(dim=-1, keepdim=True)
         var = (x - mean).pow(2).mean(dim=-1, keepdim=True)
         return {"out": (x - mean) * torch.rsqrt(var + params["eps"]) * w + b}
+
+    def baseline(self, x, w, b, eps):
+        return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
     def flops(self, case):
         return 8 * case.dims["M"] * case.dims["N"]

@@ -1,10 +1,13 @@
 """matmul: C (M, N) = A (M, K) @ B (K, N); fp32 may use tf32 (tf32 tolerance)."""
 
+import torch
+
 from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling, small_m_class
 
 
 class Matmul(OpSpec):
     name = "matmul"
+    order = 80
     summary = "out (M, N) = a (M, K) @ b (K, N), fp32 accumulate"
     inputs = {"a": ("M", "K"), "b": ("K", "N")}
     outputs = {"out": ("M", "N")}
@@ -34,6 +37,9 @@ class Matmul(OpSpec):
 
     def reference(self, params, a, b):
         return {"out": a @ b}
+
+    def baseline(self, a, b):
+        return torch.mm(a, b)
 
     def flops(self, case):
         d = case.dims

@@ -1,12 +1,14 @@
 """rms_norm: y = x / sqrt(mean(x^2) + eps) * w over rows of (M, N)."""
 
 import torch
+import torch.nn.functional as F
 
 from tilerosetta.specs.base import Case, OpSpec, Scaling, positive
 
 
 class RmsNorm(OpSpec):
     name = "rms_norm"
+    order = 40
     family = "rows"
     summary = "out = x / sqrt(mean(x^2, -1) + eps) * w"
     inputs = {"x": ("M", "N"), "w": ("N",)}
@@ -34,6 +36,9 @@ class RmsNorm(OpSpec):
     def reference(self, params, x, w):
         rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + params["eps"])
         return {"out": x * rms * w}
+
+    def baseline(self, x, w, eps):
+        return F.rms_norm(x, (x.shape[-1],), w, eps)
 
     def flops(self, case):
         return 4 * case.dims["M"] * case.dims["N"]

@@ -11,6 +11,7 @@ from tilerosetta.specs.base import Case, OpSpec, Scaling
 
 class Rope(OpSpec):
     name = "rope"
+    order = 70
     summary = "out = q*cos + rotate_half(q)*sin (Llama half rotation)"
     inputs = {"q": ("B", "H", "S", "D"), "cos": ("S", "D"), "sin": ("S", "D")}
     outputs = {"out": ("B", "H", "S", "D")}
@@ -45,6 +46,10 @@ class Rope(OpSpec):
         h = q.shape[-1] // 2
         rotated = torch.cat([-q[..., h:], q[..., :h]], dim=-1)
         return {"out": q * cos + rotated * sin}
+
+    def baseline(self, q, cos, sin):
+        h = q.shape[-1] // 2
+        return q * cos + torch.cat([-q[..., h:], q[..., :h]], dim=-1) * sin  # the HF/Llama eager code
 
     def flops(self, case):
         d = case.dims

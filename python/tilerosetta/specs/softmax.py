@@ -7,6 +7,7 @@ from tilerosetta.specs.base import Case, OpSpec, Scaling
 
 class Softmax(OpSpec):
     name = "softmax"
+    order = 30
     family = "rows"
     summary = "out = softmax(x, dim=-1) over rows of (M, N)"
     inputs = {"x": ("M", "N")}
@@ -34,6 +35,9 @@ class Softmax(OpSpec):
 
     def reference(self, params, x):
         return {"out": torch.softmax(x, dim=-1)}
+
+    def baseline(self, x):
+        return torch.softmax(x, dim=-1)
 
     def flops(self, case):
         return 5 * case.dims["M"] * case.dims["N"]  # max, sub, exp, sum, div

@@ -5,6 +5,7 @@ from tilerosetta.specs.base import Case, OpSpec, Scaling
 
 class VectorAdd(OpSpec):
     name = "vector_add"
+    order = 10
     summary = "out = a + b, 1-D, any length"
     inputs = {"a": ("N",), "b": ("N",)}
     outputs = {"out": ("N",)}
@@ -14,6 +15,9 @@ class VectorAdd(OpSpec):
 
     def reference(self, params, a, b):
         return {"out": a + b}
+
+    def baseline(self, a, b):
+        return a + b
 
     def flops(self, case):
         return case.dims["N"]

@@ -12,7 +12,7 @@ use crate::config::{self, Config};
 /// The ops with a kernel file here, by name (the specs' order): `ops!` declares each module and the
 /// dispatch by name. Every module `<op>.rs` has `DIMS` (the names of `Plan::dims`),
 /// `specs(dtype, cfg, dims)` and `launch::<T>(req, plan, rt)`; attention (plan, specs with the causal
-/// variant) is dispatched by hand. A new op: its file, and its name in the `ops!` line.
+/// variant) is dispatched by hand. A new op: its file; the `ops!` line is generated (below).
 macro_rules! ops {
     ($($op:ident),* $(,)?) => {
         $(pub mod $op;)*
@@ -52,7 +52,9 @@ macro_rules! ops {
     };
 }
 
-ops!(vector_add, transpose, softmax, rms_norm, layer_norm, silu_and_mul, rope, matmul, bmm, add_rms_norm);
+// `ops!(...)` with every spec op whose `<op>.rs` here declares `DIMS`, generated from the specs and the
+// files of this directory (`python -m tilerosetta.codegen`; the build checks it is current).
+include!("generated_ops.rs");
 
 /// What validation derived from a request: the op's bound extents and its tile configuration.
 #[derive(Clone, Debug)]

@@ -15,20 +15,11 @@ Import the op modules lazily (KERNEL_MODULES): they need the CuTe DSL runtime.
 
 import os
 
-# op -> module under tilerosetta.kernels.cute_dsl
-KERNEL_MODULES = {
-    "vector_add": "vector_add",
-    "softmax": "softmax",
-    "rms_norm": "rms_norm",
-    "layer_norm": "layer_norm",
-    "silu_and_mul": "silu_and_mul",
-    "rope": "rope",
-    "transpose": "transpose",
-    "matmul": "matmul",
-    "bmm": "bmm",
-    "attention": "attention",
-    "add_rms_norm": "add_rms_norm",
-}
+from tilerosetta.specs import OP_NAMES
+
+# op -> module under tilerosetta.kernels.cute_dsl: the module named as the op, found by name (a spec op
+# without one is not implemented by this backend)
+KERNEL_MODULES = {op: op for op in OP_NAMES if os.path.isfile(os.path.join(os.path.dirname(__file__), f"{op}.py"))}
 # ops whose kernel has only the element-wise ("scalar") variant
 SCALAR_ONLY = frozenset()
 
