@@ -135,6 +135,21 @@ def small_m_class(dims: dict[str, int]) -> str:
     return f"_M{1 << max(0, m - 1).bit_length()}{deep}"
 
 
+class GemmSpec:
+    """What matmul and bmm share (mixed in before OpSpec): M <= SMALL_M rows (decode) make a weight stream,
+    with tuned entries of its own and judged against copy bandwidth (<= 64 flops per bf16 weight byte, far
+    below the H200 ridge of ~200); fp32 inputs may use tf32."""
+
+    def size_class_suffix(self, dims):
+        return small_m_class(dims)
+
+    def case_bound(self, case):
+        return "memory" if small_m_class(case.dims) else self.bound
+
+    def tolerance(self, dtype):
+        return TF32_TOLERANCE if dtype == FP32 else super().tolerance(dtype)
+
+
 @dataclass(frozen=True)
 class Scaling:
     """One size sweep of an op for `tilerosetta bench --scaling` (data, not runner code): each value of

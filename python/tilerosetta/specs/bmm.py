@@ -2,10 +2,10 @@
 
 import torch
 
-from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling, small_m_class
+from tilerosetta.specs.base import Case, GemmSpec, OpSpec, Scaling
 
 
-class Bmm(OpSpec):
+class Bmm(GemmSpec, OpSpec):
     name = "bmm"
     order = 90
     summary = "out (Bt, M, N) = a (Bt, M, K) @ b (Bt, K, N)"
@@ -18,17 +18,6 @@ class Bmm(OpSpec):
     bench_cases = (Case({"Bt": 16, "M": 2048, "N": 2048, "K": 2048}),
                    Case({"Bt": 4, "M": 4096, "N": 4096, "K": 4096}))
     scaling = (Scaling(("Bt",), (1, 4, 16, 64), {"M": 1024, "N": 1024, "K": 1024}),)  # bench --scaling: batch
-
-    def size_class_suffix(self, dims):
-        return small_m_class(dims)
-
-    def case_bound(self, case):
-        # M <= 64 rows (decode): <= 64 flops per bf16 weight byte, far below the H200 ridge (~200): a weight
-        # stream, judged against copy bandwidth
-        return "memory" if small_m_class(case.dims) else self.bound
-
-    def tolerance(self, dtype):
-        return TF32_TOLERANCE if dtype == FP32 else super().tolerance(dtype)
 
     def reference(self, params, a, b):
         return {"out": a @ b}

@@ -2,10 +2,10 @@
 
 import torch
 
-from tilerosetta.specs.base import FP32, TF32_TOLERANCE, Case, OpSpec, Scaling, small_m_class
+from tilerosetta.specs.base import Case, GemmSpec, OpSpec, Scaling
 
 
-class Matmul(OpSpec):
+class Matmul(GemmSpec, OpSpec):
     name = "matmul"
     order = 80
     summary = "out (M, N) = a (M, K) @ b (K, N), fp32 accumulate"
@@ -23,17 +23,6 @@ class Matmul(OpSpec):
         Case({"M": m, "N": n, "K": 4096}) for m in (1, 16) for n in (4096, 14336))
     # bench --scaling: M from 1 (a GEMV) to 16384 at N = K = 4096
     scaling = (Scaling(("M",), (1, 16, 128, 1024, 4096, 16384), {"N": 4096, "K": 4096}),)
-
-    def size_class_suffix(self, dims):
-        return small_m_class(dims)
-
-    def case_bound(self, case):
-        # M <= 64 rows (decode): <= 64 flops per bf16 weight byte, far below the H200 ridge (~200): a weight
-        # stream, judged against copy bandwidth
-        return "memory" if small_m_class(case.dims) else self.bound
-
-    def tolerance(self, dtype):
-        return TF32_TOLERANCE if dtype == FP32 else super().tolerance(dtype)
 
     def reference(self, params, a, b):
         return {"out": a @ b}
