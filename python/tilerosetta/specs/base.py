@@ -339,13 +339,19 @@ class OpSpec:
         return {n: torch.full(shapes[n], poison, dtype=dtype, device=device) for n in self.outputs}
 
     def dims_of(self, tensors) -> dict[str, int]:
-        """Plain dimension symbols bound from already validated tensors, in call order (no checks)."""
-        dims: dict[str, int] = {}
-        for shape, t in zip(list(self.inputs.values()) + list(self.outputs.values()), tensors):
-            for sym, extent in zip(shape, t.shape):
-                if sym.isidentifier():
-                    dims.setdefault(sym, int(extent))
-        return dims
+        """Plain dimension symbols bound from already validated tensors, in call order (no checks). Launch
+        paths call it on every call: where each symbol is first bound is worked out once per spec."""
+        slots = self.__dict__.get("_dim_slots")
+        if slots is None:
+            seen, slots = set(), []
+            for i, shape in enumerate(list(self.inputs.values()) + list(self.outputs.values())):
+                for axis, sym in enumerate(shape):
+                    if sym.isidentifier() and sym not in seen:
+                        seen.add(sym)
+                        slots.append((sym, i, axis))
+            slots = self._dim_slots = tuple(slots)
+        n = len(tensors)
+        return {sym: int(tensors[i].shape[axis]) for sym, i, axis in slots if i < n}
 
     # ---- validation shared by every backend ----------------------------------------------------
     def validate(self, backend: str, device_type: str, tensors: dict[str, Any], params: dict[str, Any],
