@@ -74,16 +74,30 @@ class _ValidatedOp:
             full = self._validate(tensors, params)
             if len(self._plans) >= PLAN_CACHE_SIZE:
                 self._plans.clear()
-            self._plans[key] = (full, tuple(t.numel() * t.element_size() for t in tensors))
+            self._plans[key] = (full, self._overlap_pairs(tensors))
             return full
-        full, sizes = plan
-        if self.with_outputs:  # what depends on the addresses is checked on every call
-            spans = {n: (t.data_ptr(), t.data_ptr() + size, t.device)
-                     for n, t, size in zip(self.names, tensors, sizes)}
-            bad = spec.overlap(dict(zip(self.names, tensors)), spans)
-            if bad:
-                raise TileRosettaError(spec.name, name, *bad)
+        full, pairs = plan
+        if pairs:  # what depends on the addresses is checked on every call: (output, other) byte ranges
+            ptrs = [t.data_ptr() for t in tensors]
+            for i, j, size_i, size_j in pairs:
+                if ptrs[i] < ptrs[j] + size_j and ptrs[j] < ptrs[i] + size_i:  # shared bytes: the full check
+                    bad = spec.overlap(dict(zip(self.names, tensors)))  # names it (or allows in place)
+                    if bad:
+                        raise TileRosettaError(spec.name, name, *bad)
         return full
+
+    def _overlap_pairs(self, tensors) -> tuple[tuple[int, int, int, int], ...]:
+        """The (output, other argument) index pairs on one device whose byte ranges must not meet, with
+        their byte lengths (validated tensors are contiguous); outputs only when the call passes them."""
+        if not self.with_outputs:
+            return ()
+        n_in, pairs = len(self.spec.inputs), []
+        sizes = [t.numel() * t.element_size() for t in tensors]
+        for i in range(n_in, len(tensors)):
+            for j in range(i):
+                if tensors[i].device == tensors[j].device and sizes[i] and sizes[j]:
+                    pairs.append((i, j, sizes[i], sizes[j]))
+        return tuple(pairs)
 
     def _run(self, *args, **full):
         try:
