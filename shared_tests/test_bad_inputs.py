@@ -336,10 +336,7 @@ def _slow_interpreter(backend, programs):
 # Valid inputs a backend still cannot run because its grid puts a count > 65535 on axis y/z: refused
 # before launch with the limit in the message (`tilerosetta list --limits`). Expected failures only if
 # refused cleanly (raises=...): a wrong result or a crash still fails. strict: known to be refused.
-GRID_GAPS = {
-    ("cutile_rs", "transpose_tall"): (True, "cuTile-rs grids are out's tile counts: ceil(M/BM) is on grid y "
-                                           "(refused before launch by rust/src/ops/mod.rs check_grid)"),
-}
+GRID_GAPS: dict[tuple[str, str], tuple[bool, str]] = {}
 
 
 def _grid_gap(request, backend, what):

@@ -27,9 +27,10 @@ from tilerosetta.specs.base import dtype_name
 MODULE = "tilerosetta_cutile_rs"
 # The tile counts cuTile-rs puts on grid axes y and z (the output partition's 2nd and 3rd dims).
 # (rust/src/ops/<op>.rs: `out.partition([...])`; the first dim's count goes on axis x, unlimited.)
-GRID_YZ = {"transpose": "ceil(M / BM) (out's column tiles)", "silu_and_mul": "ceil(H / BH)",
-           "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)", "attention": "ceil(S / BM)",
-           "rope": "ceil(S / BS)"}
+GRID_YZ = {"silu_and_mul": "ceil(H / BH)", "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)",
+           "attention": "ceil(S / BM)", "rope": "ceil(S / BS)"}
+# Ops whose whole tile grid is folded into grid x (a mapped partition, `.map(...)`): no y/z limit.
+GRID_X_FOLDED = {"transpose": "ceil(M / BM) * ceil(N / BN)"}
 TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
 
 
@@ -153,6 +154,8 @@ class CuTileRsBackend(Backend):
         text = super().limits(op)
         if op in GRID_YZ:
             text += f"; {GRID_YZ[op]} <= 65535 (grid axes y/z; refused before launch beyond)"
+        if op in GRID_X_FOLDED:  # <= the element count, so the element limit already keeps it in range
+            text += f"; {GRID_X_FOLDED[op]} tiles folded into grid x (no 65535 limit)"
         return text
 
     # ---- tuning ---------------------------------------------------------------------------------

@@ -152,15 +152,22 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     Ok(plan)
 }
 
-/// CUDA caps grid axes y and z at 65535 blocks. A cuTile-rs grid is the output partition's tile counts
-/// (each op's launch: `out.partition([...])`), the first on x; the counts that land on y or z are
-/// refused here, before any launch, instead of failing in cuLaunchKernel.
+/// CUDA caps grid axis x at 2^31 - 1 blocks and axes y and z at 65535. A cuTile-rs grid is the output
+/// partition's tile counts (each op's launch: `out.partition([...])`), the first on x, unless the op
+/// folds its tiles into grid x (transpose: `.map(...)`); counts beyond an axis' cap are refused here,
+/// before any launch, instead of failing in cuLaunchKernel.
 pub fn check_grid(req: &Request, plan: &Plan) -> Result<(), ArgError> {
     let d = &plan.dims;
     let tile = |k: &str| config::get(&plan.cfg, k) as i64;
     let count = |extent: i32, t: i64| (extent as i64 + t - 1) / t;
+    if req.op == "transpose" {
+        let blocks = transpose::tile_blocks(d, tile("BM"), tile("BN"));
+        if blocks > GRID_X_MAX {
+            return Err(ArgError::new(&req.op, "x", format!("ceil(M / BM) * ceil(N / BN) = {blocks} tile blocks on grid axis x, whose limit is {GRID_X_MAX}")));
+        }
+        return Ok(());
+    }
     let (arg, yz): (&str, Vec<(&str, i64)>) = match req.op.as_str() {
-        "transpose" => ("x", vec![("ceil(M / BM)", count(d[0], tile("BM")))]),
         "matmul" => ("b", vec![("ceil(N / BN)", count(d[1], tile("BN")))]),
         "bmm" => ("a", vec![("ceil(M / BM)", count(d[1], tile("BM"))), ("ceil(N / BN)", count(d[2], tile("BN")))]),
         "silu_and_mul" => ("x", vec![("ceil(H / BH)", count(d[1], tile("BH")))]),
@@ -175,6 +182,9 @@ pub fn check_grid(req: &Request, plan: &Plan) -> Result<(), ArgError> {
     }
     Ok(())
 }
+
+/// CUDA's limit on grid axis x (blocks).
+pub const GRID_X_MAX: i64 = (1 << 31) - 1;
 
 /// The plan of an op whose `Plan::dims` are `names`: those extents (bound and checked by
 /// `check_signature`) and the tile configuration resolved from them.
