@@ -297,6 +297,74 @@ def test_raw_cpu_tensor_refused(backend, op_name):
                         outputs, first)
 
 
+def test_raw_output_overlapping_an_input_is_refused(backend, op_name):
+    """The aliasing check of item 1 again, on the raw path: a native layer refuses it by itself."""
+    spec, case, inputs, outputs = _setup(backend, op_name)
+    fn = _raw(backend, op_name)
+    tried = 0
+    for label, o, n, ins, outs in _overlap_calls(spec, inputs, outputs):
+        before = {k: v.clone() for k, v in ins.items()}
+        with pytest.raises(TileRosettaError) as info:
+            fn(*ins.values(), *outs.values(), **spec.full_params(case.params))
+        err = info.value
+        assert (err.op, err.backend, err.arg) == (op_name, backend.name, o), f"{label} {o}~{n}: {err}"
+        assert f"'{n}'" in str(err) and ("overlaps" in str(err) or "same memory" in str(err)), str(err)
+        for k, v in ins.items():
+            assert torch.equal(v, before[k]), f"raw {label} {o}~{n}: '{k}' changed on a refused call"
+        tried += 1
+    assert tried >= 2 * len(inputs) * len(outputs) - len(inputs), "every output x input pair was tried"
+
+
+class _CudaLooking:
+    """A CPU tensor that says it is on cuda:0: what tile_cpp's module sees of a CUDA tensor (data_ptr,
+    shape, stride, dtype, device). It refuses the call before the driver is touched, so host addresses
+    are never dereferenced. is_cuda stays False only so the adapter asks torch for no CUDA stream."""
+
+    is_cuda = False
+
+    def __init__(self, t):
+        self._t, self.shape, self.dtype, self.device = t, t.shape, t.dtype, torch.device("cuda", 0)
+
+    def data_ptr(self):
+        return self._t.data_ptr()
+
+    def stride(self):
+        return self._t.stride()
+
+
+def test_tile_cpp_raw_path_refuses_overlap_without_a_gpu(op_name):
+    """tile_cpp's raw entry (implementations(): adapter, then the pybind module) refuses an output that
+    shares memory with an input on its own (cpp/src/ops.cpp check_no_overlap), on any machine: the
+    module checks before it touches the driver."""
+    from tilerosetta.backends import tile_cpp
+
+    if tile_cpp._mod is None:
+        pytest.skip(f"tile_cpp's module is not built here: {tile_cpp._IMPORT_ERROR}")
+    backend = tile_cpp.TileCppBackend()
+    if op_name not in backend.implementations():
+        pytest.skip(f"tile_cpp lacks {op_name}: {backend.missing().get(op_name)}")
+    spec = SPECS[op_name]
+    dtype = backend.dtypes(op_name)[-1]
+    case = spec.cases[min(3, len(spec.cases) - 1)]
+    inputs, outputs = make_case_tensors(spec, case, dtype, "cpu", seed=7)
+    params = spec.full_params(case.params)
+    fn = backend.implementations()[op_name]
+    kernel = backend.kernel_for(op_name, dtype, spec.dims_of([*inputs.values(), *outputs.values()]))
+    # No false alarm: separate tensors give a launch plan.
+    assert tile_cpp._mod.plan(kernel, [_CudaLooking(t) for t in (*inputs.values(), *outputs.values())],
+                              {k: v for k, v in params.items() if v is not None})
+    tried = 0
+    for label, o, n, ins, outs in _overlap_calls(spec, inputs, outputs):
+        fakes = [_CudaLooking(t) for t in (*ins.values(), *outs.values())]
+        with pytest.raises(TileRosettaError) as info:
+            fn(*fakes, **params)
+        err = info.value
+        assert (err.op, err.backend, err.arg) == (op_name, "tile_cpp", o), f"{label} {o}~{n}: {err}"
+        assert f"'{n}'" in str(err) and ("overlaps" in str(err) or "same memory" in str(err)), str(err)
+        tried += 1
+    assert tried >= 2 * len(inputs) * len(outputs) - len(inputs), "every output x input pair was tried"
+
+
 def _size1_case(spec, case):
     """The case with the first plain dim of the first input set to 1 (a size-1 dim to give odd strides)."""
     first = next(iter(spec.inputs.values()))
