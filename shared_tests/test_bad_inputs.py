@@ -404,7 +404,13 @@ def _slow_interpreter(backend, programs):
 # Valid inputs a backend still cannot run because its grid puts a count > 65535 on axis y/z: refused
 # before launch with the limit in the message (`tilerosetta list --limits`). Expected failures only if
 # refused cleanly (raises=...): a wrong result or a crash still fails. strict: known to be refused.
-GRID_GAPS: dict[tuple[str, str], tuple[bool, str]] = {}
+_RS_YZ = "cuTile-rs grids are out's tile counts and {} lands on grid y (refused before launch by rust/src/ops/mod.rs check_grid)"
+GRID_GAPS: dict[tuple[str, str], tuple[bool, str]] = {
+    ("cutile_rs", "matmul_cols"): (True, _RS_YZ.format("ceil(N / BN)")),
+    ("cutile_rs", "bmm_rows"): (True, _RS_YZ.format("ceil(M / BM)")),
+    ("cutile_rs", "bmm_cols"): (True, _RS_YZ.format("ceil(N / BN)")),
+    ("cutile_rs", "attention_rows"): (True, _RS_YZ.format("ceil(S / BM)")),
+}
 
 
 def _grid_gap(request, backend, what):
@@ -458,6 +464,51 @@ def test_transpose_more_than_65535_tiles_per_axis(backend, request, shape):
     dims = {"M": 2, "N": big} if shape == "wide" else {"M": big, "N": 2}
     inputs, outputs = _big_case(backend, "transpose", dims, {}, 4)
     assert torch.equal(outputs["out"], inputs["x"].t()), "transpose with > 65535 tiles per axis"
+
+
+def _gpu_sized(backend, gib):
+    """Cases of a few GiB (inputs, outputs and the float64 reference): the GPU run's, not the CPU's."""
+    if backend.device_type != "cuda" or not torch.cuda.is_available():
+        pytest.skip(f"needs ~{gib} GiB for tensors and the float64 reference: run on a GPU")
+    if torch.cuda.mem_get_info()[0] < (gib + 2) << 30:
+        pytest.skip(f"less than {gib + 2} GiB of GPU memory free")
+
+
+# More than 65535 tiles along an output dim whose tile count a 2-D grid would put on grid y (tile sizes
+# up to the largest default of any backend: 1024 for silu_and_mul's H, 256 for N, 128 for M, 16 for rope's
+# S, 64 for attention's queries). Each backend folds such counts into grid x, or refuses them cleanly.
+def test_silu_and_mul_more_than_65535_tiles_per_row(backend, request):
+    _gpu_sized(backend, 2)
+    _grid_gap(request, backend, "silu_and_mul_cols")
+    _big_case(backend, "silu_and_mul", {"M": 1, "H": 65536 * 1024 + 3}, {}, 6)
+
+
+def test_rope_more_than_65535_position_tiles(backend, request):
+    _gpu_sized(backend, 2)
+    _grid_gap(request, backend, "rope_rows")
+    _big_case(backend, "rope", {"B": 1, "H": 2, "S": 65536 * 16 + 3, "D": 32}, {}, 7)
+
+
+def test_matmul_more_than_65535_column_tiles(backend, request):
+    _gpu_sized(backend, 1)
+    _grid_gap(request, backend, "matmul_cols")
+    _big_case(backend, "matmul", {"M": 2, "K": 3, "N": 65536 * 256 + 3}, {}, 8)
+
+
+@pytest.mark.parametrize("shape", ["rows", "cols"])
+def test_bmm_more_than_65535_tiles_per_axis(backend, request, shape):
+    _gpu_sized(backend, 1)
+    _grid_gap(request, backend, f"bmm_{shape}")
+    dims = {"Bt": 2, "M": 65536 * 128 + 3, "K": 3, "N": 2} if shape == "rows" else \
+        {"Bt": 2, "M": 2, "K": 3, "N": 65536 * 256 + 3}
+    _big_case(backend, "bmm", dims, {}, 9)
+
+
+def test_attention_more_than_65535_query_tiles(backend, request):
+    # 4.2M queries of one head against 3 keys (not causal: causal needs S <= Sk).
+    _gpu_sized(backend, 8)
+    _grid_gap(request, backend, "attention_rows")
+    _big_case(backend, "attention", {"B": 1, "H": 1, "S": 65536 * 64 + 3, "Sk": 3, "D": 64}, {"causal": False}, 10)
 
 
 @pytest.mark.big_memory

@@ -218,26 +218,53 @@ fn grid_counts_beyond_65535_on_axis_y_are_refused_before_launch() {
 }
 
 #[test]
-fn transpose_folds_its_tiles_into_grid_x() {
-    // out (N, M) in (BN, BM) tiles on a 1-D grid: more than 65535 tiles along either dim is accepted.
+fn transpose_folds_its_tiles_into_grid_x_only_past_65535() {
+    // out (N, M) in (BN, BM) tiles: ceil(M / BM) is grid y. Tall x folds the grid into grid x (one block
+    // per tile, the `transpose_folded` kernel); wide x and ordinary shapes keep the 2-D kernel.
     let m = 65536 * 256;
-    for (xs, outs) in [([m, 2], [2, m]), ([2, m], [m, 2])] {
+    for (xs, outs, folded) in [([m, 2], [2, m], true), ([2, m], [m, 2], false), ([300, 500], [500, 300], false)] {
         let r = req("transpose", DType::F16, vec![t("x", 256, &xs), t("out", 1 << 40, &outs)]);
         let plan = ops::plan(&r).unwrap_or_else(|e| panic!("{xs:?}: {e}"));
+        let grid = ops::transpose::tile_grid(&plan.dims, &plan.cfg);
         let (bm, bn) = (config::get(&plan.cfg, "BM") as i64, config::get(&plan.cfg, "BN") as i64);
-        let blocks = ops::transpose::tile_blocks(&plan.dims, bm, bn);
-        assert_eq!(blocks, ((xs[0] + bm - 1) / bm) * ((xs[1] + bn - 1) / bn), "{xs:?}");
-        assert!(blocks > 65535, "{xs:?}: {blocks} blocks");
+        assert_eq!(grid, vec![(xs[1] + bn - 1) / bn, (xs[0] + bm - 1) / bm], "{xs:?}");
+        assert_eq!(ops::folds(&grid), folded, "{xs:?}: {grid:?}");
+        let spec = ops::specs("transpose", DType::F16, &plan.cfg, &plan.dims).unwrap().remove(0);
+        assert_eq!(spec.function, if folded { "transpose_folded" } else { "transpose" }, "{xs:?}");
+        assert_eq!(spec.generics.len(), if folded { 5 } else { 3 }, "{:?}", spec.generics);
     }
-    // Past grid x's 2^31 - 1 blocks (1-element tiles of a 46341^2 matrix, beyond the element limit
-    // too, so only the grid check is exercised here by asking it directly): refused, naming x.
+    // Folded past grid x's 2^31 - 1 blocks (1-element tiles of a 70000 x 40000 matrix, beyond the
+    // element limit too, so only the grid check is exercised by asking it directly): refused, naming x.
     let r = req("transpose", DType::F16, vec![t("x", 256, &[2, 2]), t("out", 1 << 40, &[2, 2])]);
     let mut plan = ops::plan(&r).unwrap();
-    plan.dims = vec![46341, 46341];
+    plan.dims = vec![70000, 40000];
     plan.cfg = plan.cfg.iter().map(|&(k, v)| (k, if k == "BM" || k == "BN" { 1 } else { v })).collect();
-    let e = ops::check_grid(&r, &plan).expect_err("2^31 blocks accepted");
+    let e = ops::check_grid(&r, &plan).expect_err("2.8e9 blocks accepted");
     assert_eq!(e.arg, "x");
     assert!(e.message.contains("2147483647") && e.message.contains("grid axis x"), "{e}");
+}
+
+#[test]
+fn silu_and_mul_and_rope_fold_past_65535_tiles_on_grid_y() {
+    // silu_and_mul: ceil(H / BH) is grid y (BH <= 1024 by default); rope: ceil(S / BS) (BS = 16).
+    let h = 65536 * 1024 + 3;
+    let r = req("silu_and_mul", DType::BF16, vec![t("x", 256, &[1, 2 * h]), t("out", 1 << 40, &[1, h])]);
+    let plan = ops::plan(&r).unwrap();
+    let grid = ops::silu_and_mul::tile_grid(&plan.dims, &plan.cfg);
+    assert!(ops::folds(&grid) && grid[1] > 65535, "{grid:?}");
+    assert_eq!(ops::specs("silu_and_mul", DType::BF16, &plan.cfg, &plan.dims).unwrap()[0].function, "silu_and_mul_folded");
+    let s = 65536 * 16 + 3;
+    let r = req("rope", DType::BF16, vec![t("q", 256, &[1, 2, s, 64]), t("cos", 1 << 36, &[s, 64]),
+                                          t("sin", 1 << 38, &[s, 64]), t("out", 1 << 40, &[1, 2, s, 64])]);
+    let plan = ops::plan(&r).unwrap();
+    let grid = ops::rope::tile_grid(&plan.dims, &plan.cfg);
+    assert_eq!(grid, vec![2, (s + 15) / 16, 1]);
+    assert_eq!(ops::specs("rope", DType::BF16, &plan.cfg, &plan.dims).unwrap()[0].function, "rope_folded");
+    // Ordinary sizes keep the plain kernels.
+    let r = req("rope", DType::BF16, vec![t("q", 256, &[4, 32, 4096, 128]), t("cos", 1 << 36, &[4096, 128]),
+                                          t("sin", 1 << 38, &[4096, 128]), t("out", 1 << 40, &[4, 32, 4096, 128])]);
+    let plan = ops::plan(&r).unwrap();
+    assert_eq!(ops::specs("rope", DType::BF16, &plan.cfg, &plan.dims).unwrap()[0].function, "rope");
 }
 
 /// Grouped-query attention: k/v (B, Hkv, Sk, D) with Hkv | H, the plan's dims (B, H, S, D, Hkv, Sk); a Hkv

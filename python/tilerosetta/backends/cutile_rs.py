@@ -27,10 +27,10 @@ from tilerosetta.specs.base import dtype_name
 MODULE = "tilerosetta_cutile_rs"
 # The tile counts cuTile-rs puts on grid axes y and z (the output partition's 2nd and 3rd dims).
 # (rust/src/ops/<op>.rs: `out.partition([...])`; the first dim's count goes on axis x, unlimited.)
-GRID_YZ = {"silu_and_mul": "ceil(H / BH)", "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)",
-           "attention": "ceil(S / BM)", "rope": "ceil(S / BS)"}
-# Ops whose whole tile grid is folded into grid x (a mapped partition, `.map(...)`): no y/z limit.
-GRID_X_FOLDED = {"transpose": "ceil(M / BM) * ceil(N / BN)"}
+GRID_YZ = {"matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)", "attention": "ceil(S / BM)"}
+# Ops whose launch folds the tile grid into grid x (a mapped partition, `<op>_folded`) when this count
+# would pass grid y's 65535 (rust/src/ops/mod.rs foldable_grid): no y/z limit.
+GRID_FOLDS = {"transpose": "ceil(M / BM)", "silu_and_mul": "ceil(H / BH)", "rope": "ceil(S / BS)"}
 TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
 
 
@@ -154,8 +154,8 @@ class CuTileRsBackend(Backend):
         text = super().limits(op)
         if op in GRID_YZ:
             text += f"; {GRID_YZ[op]} <= 65535 (grid axes y/z; refused before launch beyond)"
-        if op in GRID_X_FOLDED:  # <= the element count, so the element limit already keeps it in range
-            text += f"; {GRID_X_FOLDED[op]} tiles folded into grid x (no 65535 limit)"
+        if op in GRID_FOLDS:  # then one block per tile on grid x: <= the element count, so within 2^31 - 1
+            text += f"; {GRID_FOLDS[op]} > 65535 folds the tile grid into grid x (no 65535 limit)"
         return text
 
     # ---- tuning ---------------------------------------------------------------------------------

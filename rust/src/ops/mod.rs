@@ -153,25 +153,23 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
 }
 
 /// CUDA caps grid axis x at 2^31 - 1 blocks and axes y and z at 65535. A cuTile-rs grid is the output
-/// partition's tile counts (each op's launch: `out.partition([...])`), the first on x, unless the op
-/// folds its tiles into grid x (transpose: `.map(...)`); counts beyond an axis' cap are refused here,
-/// before any launch, instead of failing in cuLaunchKernel.
+/// partition's tile counts (each op's launch: `out.partition([...])`), the first on x. An op that can
+/// fold its tile grid into grid x (`foldable_grid`) does so when a count would pass 65535 on y or z;
+/// for the others such counts are refused here, before any launch, instead of failing in cuLaunchKernel.
 pub fn check_grid(req: &Request, plan: &Plan) -> Result<(), ArgError> {
     let d = &plan.dims;
     let tile = |k: &str| config::get(&plan.cfg, k) as i64;
     let count = |extent: i32, t: i64| (extent as i64 + t - 1) / t;
-    if req.op == "transpose" {
-        let blocks = transpose::tile_blocks(d, tile("BM"), tile("BN"));
-        if blocks > GRID_X_MAX {
-            return Err(ArgError::new(&req.op, "x", format!("ceil(M / BM) * ceil(N / BN) = {blocks} tile blocks on grid axis x, whose limit is {GRID_X_MAX}")));
+    if let Some((arg, what, grid)) = foldable_grid(&req.op, plan) {
+        let blocks: i64 = grid.iter().product();
+        if folds(&grid) && blocks > GRID_X_MAX {
+            return Err(ArgError::new(&req.op, arg, format!("{what} = {blocks} tile blocks on grid axis x (folded), whose limit is {GRID_X_MAX}")));
         }
         return Ok(());
     }
     let (arg, yz): (&str, Vec<(&str, i64)>) = match req.op.as_str() {
         "matmul" => ("b", vec![("ceil(N / BN)", count(d[1], tile("BN")))]),
         "bmm" => ("a", vec![("ceil(M / BM)", count(d[1], tile("BM"))), ("ceil(N / BN)", count(d[2], tile("BN")))]),
-        "silu_and_mul" => ("x", vec![("ceil(H / BH)", count(d[1], tile("BH")))]),
-        "rope" => ("q", vec![("ceil(S / BS)", count(d[2], tile("BS")))]),
         "attention" => ("q", vec![("ceil(S / BM)", count(d[2], tile("BM")))]),
         _ => return Ok(()),
     };
@@ -183,8 +181,39 @@ pub fn check_grid(req: &Request, plan: &Plan) -> Result<(), ArgError> {
     Ok(())
 }
 
-/// CUDA's limit on grid axis x (blocks).
+/// CUDA's limits on grid axis x and on axes y and z (blocks).
 pub const GRID_X_MAX: i64 = (1 << 31) - 1;
+pub const GRID_YZ_MAX: i64 = 65535;
+
+/// The partition map of a folded launch: linear over the logical tile grid (row-major, no grouping).
+pub const LINEAR_MAP_2D: [usize; 2] = [1, 1];
+pub const LINEAR_MAP_3D: [usize; 3] = [1, 1, 1];
+
+/// Tiles of `tile` elements covering `extent`.
+pub fn tiles(extent: i32, tile: i32) -> i64 {
+    (extent as i64 + tile as i64 - 1) / tile as i64
+}
+
+/// Whether a tile grid (x, y[, z]) must be folded into grid x: a count past 65535 on y or z.
+pub fn folds(grid: &[i64]) -> bool {
+    grid.iter().skip(1).any(|&n| n > GRID_YZ_MAX)
+}
+
+/// The blocks of a folded launch: one per tile (check_grid refused more than grid x holds).
+pub fn folded_blocks(grid: &[i64]) -> u32 {
+    grid.iter().product::<i64>() as u32
+}
+
+/// (argument to name, what the count is, out's tile grid) of the ops whose launch folds the tile grid
+/// into grid x when it must (their `tile_grid`).
+fn foldable_grid(op: &str, plan: &Plan) -> Option<(&'static str, &'static str, Vec<i64>)> {
+    match op {
+        "transpose" => Some(("x", "ceil(N / BN) * ceil(M / BM)", transpose::tile_grid(&plan.dims, &plan.cfg))),
+        "silu_and_mul" => Some(("x", "ceil(M / BR) * ceil(H / BH)", silu_and_mul::tile_grid(&plan.dims, &plan.cfg))),
+        "rope" => Some(("q", "B * H * ceil(S / BS)", rope::tile_grid(&plan.dims, &plan.cfg))),
+        _ => None,
+    }
+}
 
 /// The plan of an op whose `Plan::dims` are `names`: those extents (bound and checked by
 /// `check_signature`) and the tile configuration resolved from them.

@@ -1,14 +1,15 @@
 //! transpose: out (N, M) = x (M, N)^T. Each tile block loads a BM x BN tile of x and stores its
 //! transpose as the BN x BM tile of out; edge tiles are clipped by the partition on both sides.
 //!
-//! The tile grid is folded into grid x: out's partition is mapped ([1, 1], linear) onto a 1-D launch of
-//! ceil(N/BN) * ceil(M/BM) tile blocks, one out tile each, and the kernel gets both tile indices from
-//! the mapped index. A 2-D grid would put ceil(M/BM) on grid y, whose 65535 cap refused valid tall
-//! inputs (issue 16); grid x holds 2^31 - 1 blocks, more than the i32 element limit allows tiles.
+//! out's tile grid is (ceil(N/BN), ceil(M/BM)): the second count lands on grid y, capped at 65535 by
+//! CUDA. Past that (tall x, issue 16) the launch folds the grid into grid x (`ops::folds`):
+//! `transpose_folded` maps out's partition ([1, 1], linear) onto a 1-D launch of one block per out
+//! tile and gets both tile indices from the mapped index. Below it the plain 2-D kernel runs (the
+//! benchmarked one; the mapped loop costs code size for nothing there).
 
 use crate::args::{DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{ArgView, KernelSpec, Plan, Rt};
+use crate::ops::{self, ArgView, KernelSpec, Plan, Rt, LINEAR_MAP_2D};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -16,13 +17,25 @@ pub mod kernel {
     use cutile::core::*;
 
     #[cutile::entry()]
-    pub fn transpose<T: ElementType, const BM: i32, const BN: i32, const MAP: [i32; 2]>(
+    pub fn transpose<T: ElementType, const BM: i32, const BN: i32>(
+        out: &mut Tensor<T, { [BN, BM] }>,
+        x: &Tensor<T, { [-1, -1] }>,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        // out tile (pid.0, pid.1) is the transpose of x tile (pid.1, pid.0).
+        let tx: Tile<T, { [BM, BN] }> = x.load_tile(shape![BM, BN], [pid.1, pid.0]);
+        let tt: Tile<T, { [BN, BM] }> = tx.transpose();
+        out.store(tt);
+    }
+
+    /// The same tile on a 1-D grid: out tile (i, j) comes from the mapped index.
+    #[cutile::entry()]
+    pub fn transpose_folded<T: ElementType, const BM: i32, const BN: i32, const MAP: [i32; 2]>(
         mut out: MappedPartitionMut<T, { [BN, BM] }, MAP>,
         x: &Tensor<T, { [-1, -1] }>,
     ) {
         let part_x = x.partition(shape![BM, BN]);
         for index in out.iter_indices() {
-            // out tile (i, j) is the transpose of x tile (j, i).
             let (i, j) = index.components();
             let tx: Tile<T, { [BM, BN] }> = part_x.load([j, i]);
             let tt: Tile<T, { [BN, BM] }> = tx.transpose();
@@ -31,44 +44,44 @@ pub mod kernel {
     }
 }
 
-/// The partition map: linear (row-major over out's tile grid, no grouping).
-const MAP: [usize; 2] = [1, 1];
-
-/// Tile blocks of the folded 1-D grid: every out tile, one block each.
-pub fn tile_blocks(dims: &[i32], bm: i64, bn: i64) -> i64 {
-    let count = |extent: i32, t: i64| (extent as i64 + t - 1) / t;
-    count(dims[0], bm) * count(dims[1], bn)
-}
-
 /// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
 pub const DIMS: &[&str] = &["M", "N"];
 
+/// out's tile grid (x, y): ceil(N / BN), ceil(M / BM).
+pub fn tile_grid(dims: &[i32], cfg: &Config) -> Vec<i64> {
+    vec![ops::tiles(dims[1], config::get(cfg, "BN")), ops::tiles(dims[0], config::get(cfg, "BM"))]
+}
+
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (m, n) = (dims[0], dims[1]);
+    let mut generics = vec![dtype.cutile_name().into(), config::get(cfg, "BM").to_string(), config::get(cfg, "BN").to_string()];
+    let folded = ops::folds(&tile_grid(dims, cfg));
+    if folded {
+        generics.extend(LINEAR_MAP_2D.iter().map(|v| v.to_string()));
+    }
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: "transpose",
-        generics: vec![
-            dtype.cutile_name().into(),
-            config::get(cfg, "BM").to_string(),
-            config::get(cfg, "BN").to_string(),
-            MAP[0].to_string(),
-            MAP[1].to_string(),
-        ],
+        function: if folded { "transpose_folded" } else { "transpose" },
+        generics,
         args: vec![ArgView::contiguous("out", 1, &[n, m]), ArgView::contiguous("x", 0, &[m, n])],
         options: config::compile_options(cfg),
     }]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let (bm, bn) = (config::get(&plan.cfg, "BM"), config::get(&plan.cfg, "BN"));
+    let (bm, bn) = (config::get(&plan.cfg, "BM") as usize, config::get(&plan.cfg, "BN") as usize);
     let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
     // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see ArgView::borrow).
     let (mut out, x) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req)) };
-    // ops::check_grid refused more blocks than grid x holds, so the count fits in u32.
-    let blocks = tile_blocks(&plan.dims, bm as i64, bn as i64) as u32;
-    let out_tiles = (&mut out).partition([bn as usize, bm as usize]).map(MAP, blocks);
-    let op = kernel::transpose(out_tiles, &x).generics(spec.generics).compile_options(spec.options);
-    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+    let tiles = (&mut out).partition([bn, bm]);
+    let queued = if spec.function == "transpose_folded" {
+        let blocks = ops::folded_blocks(&tile_grid(&plan.dims, &plan.cfg));
+        let op = kernel::transpose_folded(tiles.map(LINEAR_MAP_2D, blocks), &x).generics(spec.generics).compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else {
+        let op = kernel::transpose(tiles, &x).generics(spec.generics).compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    };
+    queued.map_err(|e| format!("{e}"))
 }
