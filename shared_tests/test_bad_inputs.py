@@ -406,9 +406,6 @@ def _slow_interpreter(backend, programs):
 # refused cleanly (raises=...): a wrong result or a crash still fails. strict: known to be refused.
 _RS_YZ = "cuTile-rs grids are out's tile counts and {} lands on grid y (refused before launch by rust/src/ops/mod.rs check_grid)"
 GRID_GAPS: dict[tuple[str, str], tuple[bool, str]] = {
-    ("cutile_rs", "matmul_cols"): (True, _RS_YZ.format("ceil(N / BN)")),
-    ("cutile_rs", "bmm_rows"): (True, _RS_YZ.format("ceil(M / BM)")),
-    ("cutile_rs", "bmm_cols"): (True, _RS_YZ.format("ceil(N / BN)")),
     ("cutile_rs", "attention_rows"): (True, _RS_YZ.format("ceil(S / BM)")),
 }
 

@@ -209,12 +209,36 @@ fn every_tensor_must_have_the_launch_dtype_and_device() {
 
 #[test]
 fn grid_counts_beyond_65535_on_axis_y_are_refused_before_launch() {
-    // matmul: out (M, N) is partitioned in (BM, BN) tiles, so ceil(N / BN) lands on grid y.
-    let n = 65536 * 256;
-    let r = req("matmul", DType::F16, vec![t("a", 256, &[2, 2]), t("b", 1 << 20, &[2, n]), t("out", 1 << 40, &[2, n])]);
+    // attention: out (B*H, S, D) in (1, BM, D) tiles, so ceil(S / BM) lands on grid y (not folded).
+    let s = 65536 * 128;
+    let mut r = req("attention", DType::BF16, vec![
+        t("q", 256, &[1, 1, s, 64]), t("k", 1 << 36, &[1, 1, 3, 64]),
+        t("v", 1 << 37, &[1, 1, 3, 64]), t("out", 1 << 40, &[1, 1, s, 64])]);
+    r.scalars = vec![("causal".into(), 0.0), ("scale".into(), 0.125)];
     let e = err(&r);
-    assert_eq!(e.arg, "b");
-    assert!(e.message.contains("65535") && e.message.contains("ceil(N / BN)"), "{e}");
+    assert_eq!(e.arg, "q");
+    assert!(e.message.contains("65535") && e.message.contains("ceil(S / BM)"), "{e}");
+}
+
+#[test]
+fn matmul_and_bmm_fold_past_65535_tiles_on_grid_y_or_z() {
+    let n = 65536 * 256 + 3;
+    let r = req("matmul", DType::F16, vec![t("a", 256, &[2, 3]), t("b", 1 << 20, &[3, n]), t("out", 1 << 40, &[2, n])]);
+    let plan = ops::plan(&r).unwrap();
+    assert!(ops::folds(&ops::matmul::tile_grid(&plan.dims, &plan.cfg)));
+    assert_eq!(ops::specs("matmul", DType::F16, &plan.cfg, &plan.dims).unwrap()[0].function, "matmul_folded");
+    for (a, b, out) in [([2, n, 3], [2, 3, 2], [2, n, 2]), ([2, 2, 3], [2, 3, n], [2, 2, n])] {
+        let r = req("bmm", DType::F16, vec![t("a", 256, &a), t("b", 1 << 36, &b), t("out", 1 << 40, &out)]);
+        let plan = ops::plan(&r).unwrap_or_else(|e| panic!("{a:?} {b:?}: {e}"));
+        let grid = ops::bmm::tile_grid(&plan.dims, &plan.cfg);
+        assert!(ops::folds(&grid) && grid[0] == 2, "{grid:?}");
+        assert_eq!(ops::specs("bmm", DType::F16, &plan.cfg, &plan.dims).unwrap()[0].function, "bmm_folded");
+    }
+    // The benchmarked shapes keep the plain kernels.
+    let r = req("bmm", DType::F16, vec![t("a", 256, &[16, 2048, 2048]), t("b", 1 << 36, &[16, 2048, 2048]),
+                                        t("out", 1 << 40, &[16, 2048, 2048])]);
+    let plan = ops::plan(&r).unwrap();
+    assert_eq!(ops::specs("bmm", DType::F16, &plan.cfg, &plan.dims).unwrap()[0].function, "bmm");
 }
 
 #[test]

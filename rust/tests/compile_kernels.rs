@@ -136,6 +136,8 @@ fn folded_grids_compile_for_sm90() {
         ("transpose", vec![("M", 65536 * 128 + 3), ("N", 2)]),
         ("silu_and_mul", vec![("M", 1), ("H", 65536 * 1024 + 3)]),
         ("rope", vec![("B", 1), ("H", 1), ("S", 65536 * 16 + 3), ("D", 64)]),
+        ("matmul", vec![("M", 2), ("N", 65536 * 256 + 3), ("K", 3)]),
+        ("bmm", vec![("Bt", 2), ("M", 65536 * 128 + 3), ("N", 2), ("K", 3)]),
     ] {
         with_stack(move || {
             for dtype in dtypes_for(op) {

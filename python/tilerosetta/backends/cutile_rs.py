@@ -27,10 +27,11 @@ from tilerosetta.specs.base import dtype_name
 MODULE = "tilerosetta_cutile_rs"
 # The tile counts cuTile-rs puts on grid axes y and z (the output partition's 2nd and 3rd dims).
 # (rust/src/ops/<op>.rs: `out.partition([...])`; the first dim's count goes on axis x, unlimited.)
-GRID_YZ = {"matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)", "attention": "ceil(S / BM)"}
+GRID_YZ = {"attention": "ceil(S / BM)"}
 # Ops whose launch folds the tile grid into grid x (a mapped partition, `<op>_folded`) when this count
 # would pass grid y's 65535 (rust/src/ops/mod.rs foldable_grid): no y/z limit.
-GRID_FOLDS = {"transpose": "ceil(M / BM)", "silu_and_mul": "ceil(H / BH)", "rope": "ceil(S / BS)"}
+GRID_FOLDS = {"transpose": "ceil(M / BM)", "silu_and_mul": "ceil(H / BH)", "rope": "ceil(S / BS)",
+              "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) or ceil(N / BN)"}
 TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
 
 

@@ -168,8 +168,6 @@ pub fn check_grid(req: &Request, plan: &Plan) -> Result<(), ArgError> {
         return Ok(());
     }
     let (arg, yz): (&str, Vec<(&str, i64)>) = match req.op.as_str() {
-        "matmul" => ("b", vec![("ceil(N / BN)", count(d[1], tile("BN")))]),
-        "bmm" => ("a", vec![("ceil(M / BM)", count(d[1], tile("BM"))), ("ceil(N / BN)", count(d[2], tile("BN")))]),
         "attention" => ("q", vec![("ceil(S / BM)", count(d[2], tile("BM")))]),
         _ => return Ok(()),
     };
@@ -211,6 +209,8 @@ fn foldable_grid(op: &str, plan: &Plan) -> Option<(&'static str, &'static str, V
         "transpose" => Some(("x", "ceil(N / BN) * ceil(M / BM)", transpose::tile_grid(&plan.dims, &plan.cfg))),
         "silu_and_mul" => Some(("x", "ceil(M / BR) * ceil(H / BH)", silu_and_mul::tile_grid(&plan.dims, &plan.cfg))),
         "rope" => Some(("q", "B * H * ceil(S / BS)", rope::tile_grid(&plan.dims, &plan.cfg))),
+        "matmul" => Some(("a", "ceil(M / BM) * ceil(N / BN)", matmul::tile_grid(&plan.dims, &plan.cfg))),
+        "bmm" => Some(("a", "Bt * ceil(M / BM) * ceil(N / BN)", bmm::tile_grid(&plan.dims, &plan.cfg))),
         _ => None,
     }
 }
