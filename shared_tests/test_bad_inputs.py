@@ -297,6 +297,23 @@ def test_raw_cpu_tensor_refused(backend, op_name):
                         outputs, first)
 
 
+def test_raw_bad_param_values_refused(backend, op_name):
+    """The Param rules of item 2 on the raw path: a native layer's adapter or module applies them itself."""
+    params = _params_of(op_name)
+    spec, case, inputs, outputs = _setup(backend, op_name)
+    fn = _raw(backend, op_name)
+    for key, decl in params.items():
+        bad = list(BAD_VALUES[decl.kind]) + ([] if decl.optional or decl.kind == "flag" else [(None, True)])
+        for value, type_error in bad:
+            with pytest.raises(TileRosettaError) as info:
+                fn(*inputs.values(), *outputs.values(), **{**spec.full_params(case.params), key: value})
+            err = info.value
+            assert (err.op, err.backend, err.arg) == (op_name, backend.name, key), f"raw {key}={value!r}: {err}"
+            assert isinstance(err, TypeError) == type_error, f"raw {key}={value!r}: {type(err).__name__}: {err}"
+            for n, out in outputs.items():
+                assert torch.isnan(out).all(), f"raw {key}={value!r} wrote into '{n}' on a refused call"
+
+
 def test_raw_output_overlapping_an_input_is_refused(backend, op_name):
     """The aliasing check of item 1 again, on the raw path: a native layer refuses it by itself."""
     spec, case, inputs, outputs = _setup(backend, op_name)

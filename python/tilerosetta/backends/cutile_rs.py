@@ -20,7 +20,7 @@ import torch
 
 from tilerosetta import toolchain
 from tilerosetta.backends.base import Backend
-from tilerosetta.errors import native_refusal
+from tilerosetta.errors import TileRosettaError, native_refusal
 from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
 
@@ -107,8 +107,13 @@ class CuTileRsBackend(Backend):
         names = list(spec.inputs) + list(spec.outputs)
         dtype = tensors[0].dtype
         scalars = {}
-        for key in spec.params:  # every spec param, as a float (causal as 0/1, scale resolved here)
+        for key, decl in spec.params.items():  # every spec param, as a float (causal as 0/1, scale resolved here)
+            if key not in params:
+                raise TileRosettaError(op, self.name, key, "missing parameter")
             value = params[key]
+            bad = decl.problem(value)  # the raw path skips BoundOp: the spec's rule again, never float("1e-5")
+            if bad:
+                raise bad[0](op, self.name, key, bad[1])
             if key == "scale" and value is None:
                 value = 1.0 / math.sqrt(tensors[0].shape[-1])
             scalars[key] = float(value)
