@@ -215,3 +215,32 @@ def importlib_missing(name):
     import importlib.util
 
     return importlib.util.find_spec(name) is None
+
+
+# ---- grid axes y/z (issue 16): counts past 65535 are refused before Julia or CUDA is touched --------
+@pytest.mark.parametrize("op, dims, what", [
+    ("transpose", {"M": 65536 * 64 + 1, "N": 1}, "ceil(M / tile_m)"),
+    ("matmul", {"M": 65536 * 128 + 1, "K": 1, "N": 1}, "ceil(M / tile_m)"),
+    ("bmm", {"Bt": 65536, "M": 1, "K": 1, "N": 1}, "Bt"),
+    ("silu_and_mul", {"M": 65536 * 2 + 1, "H": 1}, "ceil(M / tile_m)"),
+    ("rope", {"B": 65536, "H": 1, "S": 1, "D": 2}, "B * H"),
+])
+def test_grid_counts_past_65535_on_y_or_z_are_refused_before_launch(op, dims, what):
+    from tilerosetta.specs import Case
+
+    spec = SPECS[op]
+    shapes = spec.shapes(Case(dims))
+    tensors = [torch.zeros(shapes[n], dtype=torch.float16) for n in list(spec.inputs) + list(spec.outputs)]
+    fn = cj.CuTileJlBackend().implementations()[op]  # the raw path: no BoundOp in front
+    with pytest.raises(TileRosettaError) as info:
+        fn(*tensors, **spec.full_params({}))
+    err = info.value
+    assert (err.op, err.backend, err.arg) == (op, "cutile_jl", next(iter(spec.inputs))), str(err)
+    assert what in str(err) and "65535" in str(err), str(err)
+    assert what in cj.CuTileJlBackend().limits(op)
+    # One tile fewer on that axis fits: no refusal from the grid check.
+    small = {k: (v - 1 if v > 65535 and k in ("Bt", "B") else v) for k, v in dims.items()}
+    if small == dims:
+        cfg = cj.CuTileJlBackend().config_for(op, torch.float16, dims)
+        small = {**dims, "M": 65535 * cfg["tile_m"]}
+    cj.check_grid(op, small, cj.CuTileJlBackend().config_for(op, torch.float16, small))
