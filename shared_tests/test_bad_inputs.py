@@ -421,10 +421,8 @@ def _slow_interpreter(backend, programs):
 # Valid inputs a backend still cannot run because its grid puts a count > 65535 on axis y/z: refused
 # before launch with the limit in the message (`tilerosetta list --limits`). Expected failures only if
 # refused cleanly (raises=...): a wrong result or a crash still fails. strict: known to be refused.
-_RS_YZ = "cuTile-rs grids are out's tile counts and {} lands on grid y (refused before launch by rust/src/ops/mod.rs check_grid)"
 _JL_YZ = "cuTile.jl puts {} on grid {} (refused before launch by backends/cutile_jl.py check_grid)"
 GRID_GAPS: dict[tuple[str, str], tuple[bool, str]] = {
-    ("cutile_rs", "attention_rows"): (True, _RS_YZ.format("ceil(S / BM)")),
     ("cutile_jl", "transpose_tall"): (True, _JL_YZ.format("ceil(M / tile_m)", "y")),
     ("cutile_jl", "bmm_rows"): (True, _JL_YZ.format("ceil(M / tile_m)", "y")),
     ("cutile_jl", "bmm"): (True, _JL_YZ.format("the batch", "z")),

@@ -208,16 +208,23 @@ fn every_tensor_must_have_the_launch_dtype_and_device() {
 }
 
 #[test]
-fn grid_counts_beyond_65535_on_axis_y_are_refused_before_launch() {
-    // attention: out (B*H, S, D) in (1, BM, D) tiles, so ceil(S / BM) lands on grid y (not folded).
-    let s = 65536 * 128;
-    let mut r = req("attention", DType::BF16, vec![
-        t("q", 256, &[1, 1, s, 64]), t("k", 1 << 36, &[1, 1, 3, 64]),
-        t("v", 1 << 37, &[1, 1, 3, 64]), t("out", 1 << 40, &[1, 1, s, 64])]);
-    r.scalars = vec![("causal".into(), 0.0), ("scale".into(), 0.125)];
-    let e = err(&r);
-    assert_eq!(e.arg, "q");
-    assert!(e.message.contains("65535") && e.message.contains("ceil(S / BM)"), "{e}");
+fn attention_folds_past_65535_query_blocks() {
+    // out (B*H, S, D) in (1, BM, D) tiles: ceil(S / BM) is grid y; past 65535 the folded kernel runs.
+    let attn = |s: i64| {
+        let mut r = req("attention", DType::BF16, vec![
+            t("q", 256, &[1, 1, s, 64]), t("k", 1 << 36, &[1, 1, 3, 64]),
+            t("v", 1 << 37, &[1, 1, 3, 64]), t("out", 1 << 40, &[1, 1, s, 64])]);
+        r.scalars = vec![("causal".into(), 0.0), ("scale".into(), 0.125)];
+        r
+    };
+    for (s, folded) in [(65536 * 128, true), (4096, false)] {
+        let r = attn(s);
+        let plan = ops::plan(&r).unwrap_or_else(|e| panic!("S={s}: {e}"));
+        let grid = ops::attention::tile_grid(&plan.dims, &plan.cfg);
+        assert_eq!(ops::folds(&grid), folded, "S={s}: {grid:?}");
+        let spec = ops::attention::specs_for(DType::BF16, &plan.cfg, &plan.dims, false, true).remove(0);
+        assert_eq!(spec.function, if folded { "attention_folded" } else { "attention" }, "S={s}");
+    }
 }
 
 #[test]

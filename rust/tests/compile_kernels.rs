@@ -138,6 +138,7 @@ fn folded_grids_compile_for_sm90() {
         ("rope", vec![("B", 1), ("H", 1), ("S", 65536 * 16 + 3), ("D", 64)]),
         ("matmul", vec![("M", 2), ("N", 65536 * 256 + 3), ("K", 3)]),
         ("bmm", vec![("Bt", 2), ("M", 65536 * 128 + 3), ("N", 2), ("K", 3)]),
+        ("attention", vec![("B", 1), ("H", 1), ("S", 65536 * 128 + 3), ("D", 64)]),
     ] {
         with_stack(move || {
             for dtype in dtypes_for(op) {

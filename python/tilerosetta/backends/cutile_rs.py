@@ -25,13 +25,11 @@ from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
 
 MODULE = "tilerosetta_cutile_rs"
-# The tile counts cuTile-rs puts on grid axes y and z (the output partition's 2nd and 3rd dims).
-# (rust/src/ops/<op>.rs: `out.partition([...])`; the first dim's count goes on axis x, unlimited.)
-GRID_YZ = {"attention": "ceil(S / BM)"}
-# Ops whose launch folds the tile grid into grid x (a mapped partition, `<op>_folded`) when this count
-# would pass grid y's 65535 (rust/src/ops/mod.rs foldable_grid): no y/z limit.
+# The tile counts cuTile-rs puts on grid axis y or z (the output partition's 2nd and 3rd dims; rust/src/ops/
+# <op>.rs `out.partition([...])`): past 65535 the launch folds the tile grid into grid x instead (a mapped
+# partition, `<op>_folded`; rust/src/ops/mod.rs foldable_grid). The other ops launch 1-D grids.
 GRID_FOLDS = {"transpose": "ceil(M / BM)", "silu_and_mul": "ceil(H / BH)", "rope": "ceil(S / BS)",
-              "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) or ceil(N / BN)"}
+              "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) or ceil(N / BN)", "attention": "ceil(S / BM)"}
 TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
 
 
@@ -154,13 +152,10 @@ class CuTileRsBackend(Backend):
         return dict(self._first_call)
 
     def limits(self, op):
-        # args.rs refuses tensors beyond i32 (cuTile-rs shapes and strides are i32). The grid is the output
-        # partition's tile counts (rust/src/ops/): axes y and z are capped at 65535 by CUDA, which
-        # ops::check_grid enforces before launch.
+        # args.rs refuses tensors beyond i32 (cuTile-rs shapes and strides are i32). A folded grid has one
+        # block per tile, <= the element count, so within grid x's 2^31 - 1 (ops::check_grid says so too).
         text = super().limits(op)
-        if op in GRID_YZ:
-            text += f"; {GRID_YZ[op]} <= 65535 (grid axes y/z; refused before launch beyond)"
-        if op in GRID_FOLDS:  # then one block per tile on grid x: <= the element count, so within 2^31 - 1
+        if op in GRID_FOLDS:
             text += f"; {GRID_FOLDS[op]} > 65535 folds the tile grid into grid x (no 65535 limit)"
         return text
 

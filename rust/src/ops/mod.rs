@@ -153,27 +153,15 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
 }
 
 /// CUDA caps grid axis x at 2^31 - 1 blocks and axes y and z at 65535. A cuTile-rs grid is the output
-/// partition's tile counts (each op's launch: `out.partition([...])`), the first on x. An op that can
-/// fold its tile grid into grid x (`foldable_grid`) does so when a count would pass 65535 on y or z;
-/// for the others such counts are refused here, before any launch, instead of failing in cuLaunchKernel.
+/// partition's tile counts (each op's launch: `out.partition([...])`), the first on x. Every op whose
+/// partition has counts on y or z (`foldable_grid`) folds its tile grid into grid x when one would pass
+/// 65535 (its `<op>_folded` kernel); what is refused here, before any launch, is a folded grid past grid
+/// x's limit (only reachable beyond the element limit, as each tile holds at least one element).
 pub fn check_grid(req: &Request, plan: &Plan) -> Result<(), ArgError> {
-    let d = &plan.dims;
-    let tile = |k: &str| config::get(&plan.cfg, k) as i64;
-    let count = |extent: i32, t: i64| (extent as i64 + t - 1) / t;
     if let Some((arg, what, grid)) = foldable_grid(&req.op, plan) {
         let blocks: i64 = grid.iter().product();
         if folds(&grid) && blocks > GRID_X_MAX {
             return Err(ArgError::new(&req.op, arg, format!("{what} = {blocks} tile blocks on grid axis x (folded), whose limit is {GRID_X_MAX}")));
-        }
-        return Ok(());
-    }
-    let (arg, yz): (&str, Vec<(&str, i64)>) = match req.op.as_str() {
-        "attention" => ("q", vec![("ceil(S / BM)", count(d[2], tile("BM")))]),
-        _ => return Ok(()),
-    };
-    for (what, n) in yz {
-        if n > 65535 {
-            return Err(ArgError::new(&req.op, arg, format!("{what} = {n} tiles on grid axis y/z, whose limit is 65535 (cutile_rs grids are the output's tile counts)")));
         }
     }
     Ok(())
@@ -202,8 +190,9 @@ pub fn folded_blocks(grid: &[i64]) -> u32 {
     grid.iter().product::<i64>() as u32
 }
 
-/// (argument to name, what the count is, out's tile grid) of the ops whose launch folds the tile grid
-/// into grid x when it must (their `tile_grid`).
+/// (argument to name, what the count is, out's tile grid) of the ops whose output partition has tile
+/// counts on grid y or z: their launch folds the tile grid into grid x when it must (their `tile_grid`).
+/// An op not listed here launches a 1-D grid.
 fn foldable_grid(op: &str, plan: &Plan) -> Option<(&'static str, &'static str, Vec<i64>)> {
     match op {
         "transpose" => Some(("x", "ceil(N / BN) * ceil(M / BM)", transpose::tile_grid(&plan.dims, &plan.cfg))),
@@ -211,6 +200,7 @@ fn foldable_grid(op: &str, plan: &Plan) -> Option<(&'static str, &'static str, V
         "rope" => Some(("q", "B * H * ceil(S / BS)", rope::tile_grid(&plan.dims, &plan.cfg))),
         "matmul" => Some(("a", "ceil(M / BM) * ceil(N / BN)", matmul::tile_grid(&plan.dims, &plan.cfg))),
         "bmm" => Some(("a", "Bt * ceil(M / BM) * ceil(N / BN)", bmm::tile_grid(&plan.dims, &plan.cfg))),
+        "attention" => Some(("q", "B * H * ceil(S / BM)", attention::tile_grid(&plan.dims, &plan.cfg))),
         _ => None,
     }
 }
