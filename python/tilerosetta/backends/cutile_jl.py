@@ -109,7 +109,15 @@ def julia_params(op: str, tensors, params: dict[str, Any]) -> dict[str, Any]:
     """Spec params as the Julia host functions take them (plain floats/bools; attention's scale
     resolved to 1/sqrt(D) here so Julia always gets a number)."""
     out: dict[str, Any] = {}
+    decls = SPECS[op].params
     for key, value in params.items():
+        # The raw path (implementations(), no BoundOp) gets here with the caller's values: the spec's Param
+        # rules again, so causal="false" or 1 is refused rather than taken by truthiness, eps="1e-5" too.
+        if key not in decls:
+            _fail(op, key, f"unknown parameter; {op} takes {sorted(decls) or 'none'}")
+        bad = decls[key].problem(value)
+        if bad:
+            raise bad[0](op, NAME, key, bad[1])
         if key == "scale":
             value = 1.0 / math.sqrt(int(tensors[0].shape[-1])) if value is None else float(value)
         elif key == "causal":
