@@ -297,6 +297,91 @@ def test_raw_cpu_tensor_refused(backend, op_name):
                         outputs, first)
 
 
+def test_raw_bad_param_values_refused(backend, op_name):
+    """The Param rules of item 2 on the raw path: a native layer's adapter or module applies them itself."""
+    params = _params_of(op_name)
+    spec, case, inputs, outputs = _setup(backend, op_name)
+    fn = _raw(backend, op_name)
+    for key, decl in params.items():
+        bad = list(BAD_VALUES[decl.kind]) + ([] if decl.optional or decl.kind == "flag" else [(None, True)])
+        for value, type_error in bad:
+            with pytest.raises(TileRosettaError) as info:
+                fn(*inputs.values(), *outputs.values(), **{**spec.full_params(case.params), key: value})
+            err = info.value
+            assert (err.op, err.backend, err.arg) == (op_name, backend.name, key), f"raw {key}={value!r}: {err}"
+            assert isinstance(err, TypeError) == type_error, f"raw {key}={value!r}: {type(err).__name__}: {err}"
+            for n, out in outputs.items():
+                assert torch.isnan(out).all(), f"raw {key}={value!r} wrote into '{n}' on a refused call"
+
+
+def test_raw_output_overlapping_an_input_is_refused(backend, op_name):
+    """The aliasing check of item 1 again, on the raw path: a native layer refuses it by itself."""
+    spec, case, inputs, outputs = _setup(backend, op_name)
+    fn = _raw(backend, op_name)
+    tried = 0
+    for label, o, n, ins, outs in _overlap_calls(spec, inputs, outputs):
+        before = {k: v.clone() for k, v in ins.items()}
+        with pytest.raises(TileRosettaError) as info:
+            fn(*ins.values(), *outs.values(), **spec.full_params(case.params))
+        err = info.value
+        assert (err.op, err.backend, err.arg) == (op_name, backend.name, o), f"{label} {o}~{n}: {err}"
+        assert f"'{n}'" in str(err) and ("overlaps" in str(err) or "same memory" in str(err)), str(err)
+        for k, v in ins.items():
+            assert torch.equal(v, before[k]), f"raw {label} {o}~{n}: '{k}' changed on a refused call"
+        tried += 1
+    assert tried >= 2 * len(inputs) * len(outputs) - len(inputs), "every output x input pair was tried"
+
+
+class _CudaLooking:
+    """A CPU tensor that says it is on cuda:0: what tile_cpp's module sees of a CUDA tensor (data_ptr,
+    shape, stride, dtype, device). It refuses the call before the driver is touched, so host addresses
+    are never dereferenced. is_cuda stays False only so the adapter asks torch for no CUDA stream."""
+
+    is_cuda = False
+
+    def __init__(self, t):
+        self._t, self.shape, self.dtype, self.device = t, t.shape, t.dtype, torch.device("cuda", 0)
+
+    def data_ptr(self):
+        return self._t.data_ptr()
+
+    def stride(self):
+        return self._t.stride()
+
+
+def test_tile_cpp_raw_path_refuses_overlap_without_a_gpu(op_name):
+    """tile_cpp's raw entry (implementations(): adapter, then the pybind module) refuses an output that
+    shares memory with an input on its own (cpp/src/ops.cpp check_no_overlap), on any machine: the
+    module checks before it touches the driver."""
+    from tilerosetta.backends import tile_cpp
+
+    if tile_cpp._mod is None:
+        pytest.skip(f"tile_cpp's module is not built here: {tile_cpp._IMPORT_ERROR}")
+    backend = tile_cpp.TileCppBackend()
+    if op_name not in backend.implementations():
+        pytest.skip(f"tile_cpp lacks {op_name}: {backend.missing().get(op_name)}")
+    spec = SPECS[op_name]
+    dtype = backend.dtypes(op_name)[-1]
+    case = spec.cases[min(3, len(spec.cases) - 1)]
+    inputs, outputs = make_case_tensors(spec, case, dtype, "cpu", seed=7)
+    params = spec.full_params(case.params)
+    fn = backend.implementations()[op_name]
+    kernel = backend.kernel_for(op_name, dtype, spec.dims_of([*inputs.values(), *outputs.values()]))
+    # No false alarm: separate tensors give a launch plan.
+    assert tile_cpp._mod.plan(kernel, [_CudaLooking(t) for t in (*inputs.values(), *outputs.values())],
+                              {k: v for k, v in params.items() if v is not None})
+    tried = 0
+    for label, o, n, ins, outs in _overlap_calls(spec, inputs, outputs):
+        fakes = [_CudaLooking(t) for t in (*ins.values(), *outs.values())]
+        with pytest.raises(TileRosettaError) as info:
+            fn(*fakes, **params)
+        err = info.value
+        assert (err.op, err.backend, err.arg) == (op_name, "tile_cpp", o), f"{label} {o}~{n}: {err}"
+        assert f"'{n}'" in str(err) and ("overlaps" in str(err) or "same memory" in str(err)), str(err)
+        tried += 1
+    assert tried >= 2 * len(inputs) * len(outputs) - len(inputs), "every output x input pair was tried"
+
+
 def _size1_case(spec, case):
     """The case with the first plain dim of the first input set to 1 (a size-1 dim to give odd strides)."""
     first = next(iter(spec.inputs.values()))
@@ -336,9 +421,11 @@ def _slow_interpreter(backend, programs):
 # Valid inputs a backend still cannot run because its grid puts a count > 65535 on axis y/z: refused
 # before launch with the limit in the message (`tilerosetta list --limits`). Expected failures only if
 # refused cleanly (raises=...): a wrong result or a crash still fails. strict: known to be refused.
-GRID_GAPS = {
-    ("cutile_rs", "transpose_tall"): (True, "cuTile-rs grids are out's tile counts: ceil(M/BM) is on grid y "
-                                           "(refused before launch by rust/src/ops/mod.rs check_grid)"),
+_JL_YZ = "cuTile.jl puts {} on grid {} (refused before launch by backends/cutile_jl.py check_grid)"
+GRID_GAPS: dict[tuple[str, str], tuple[bool, str]] = {
+    ("cutile_jl", "transpose_tall"): (True, _JL_YZ.format("ceil(M / tile_m)", "y")),
+    ("cutile_jl", "bmm_rows"): (True, _JL_YZ.format("ceil(M / tile_m)", "y")),
+    ("cutile_jl", "bmm"): (True, _JL_YZ.format("the batch", "z")),
 }
 
 
@@ -393,6 +480,51 @@ def test_transpose_more_than_65535_tiles_per_axis(backend, request, shape):
     dims = {"M": 2, "N": big} if shape == "wide" else {"M": big, "N": 2}
     inputs, outputs = _big_case(backend, "transpose", dims, {}, 4)
     assert torch.equal(outputs["out"], inputs["x"].t()), "transpose with > 65535 tiles per axis"
+
+
+def _gpu_sized(backend, gib):
+    """Cases of a few GiB (inputs, outputs and the float64 reference): the GPU run's, not the CPU's."""
+    if backend.device_type != "cuda" or not torch.cuda.is_available():
+        pytest.skip(f"needs ~{gib} GiB for tensors and the float64 reference: run on a GPU")
+    if torch.cuda.mem_get_info()[0] < (gib + 2) << 30:
+        pytest.skip(f"less than {gib + 2} GiB of GPU memory free")
+
+
+# More than 65535 tiles along an output dim whose tile count a 2-D grid would put on grid y (tile sizes
+# up to the largest default of any backend: 1024 for silu_and_mul's H, 256 for N, 128 for M, 16 for rope's
+# S, 64 for attention's queries). Each backend folds such counts into grid x, or refuses them cleanly.
+def test_silu_and_mul_more_than_65535_tiles_per_row(backend, request):
+    _gpu_sized(backend, 2)
+    _grid_gap(request, backend, "silu_and_mul_cols")
+    _big_case(backend, "silu_and_mul", {"M": 1, "H": 65536 * 1024 + 3}, {}, 6)
+
+
+def test_rope_more_than_65535_position_tiles(backend, request):
+    _gpu_sized(backend, 2)
+    _grid_gap(request, backend, "rope_rows")
+    _big_case(backend, "rope", {"B": 1, "H": 2, "S": 65536 * 16 + 3, "D": 32}, {}, 7)
+
+
+def test_matmul_more_than_65535_column_tiles(backend, request):
+    _gpu_sized(backend, 1)
+    _grid_gap(request, backend, "matmul_cols")
+    _big_case(backend, "matmul", {"M": 2, "K": 3, "N": 65536 * 256 + 3}, {}, 8)
+
+
+@pytest.mark.parametrize("shape", ["rows", "cols"])
+def test_bmm_more_than_65535_tiles_per_axis(backend, request, shape):
+    _gpu_sized(backend, 1)
+    _grid_gap(request, backend, f"bmm_{shape}")
+    dims = {"Bt": 2, "M": 65536 * 128 + 3, "K": 3, "N": 2} if shape == "rows" else \
+        {"Bt": 2, "M": 2, "K": 3, "N": 65536 * 256 + 3}
+    _big_case(backend, "bmm", dims, {}, 9)
+
+
+def test_attention_more_than_65535_query_tiles(backend, request):
+    # 4.2M queries of one head against 3 keys (not causal: causal needs S <= Sk).
+    _gpu_sized(backend, 8)
+    _grid_gap(request, backend, "attention_rows")
+    _big_case(backend, "attention", {"B": 1, "H": 1, "S": 65536 * 64 + 3, "Sk": 3, "D": 64}, {"causal": False}, 10)
 
 
 @pytest.mark.big_memory

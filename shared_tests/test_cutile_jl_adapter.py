@@ -80,7 +80,7 @@ def _fakes(op, dims, dtype=torch.float16):
 
 def test_marshal_attention_resolves_scale_and_orders_tensors():
     ts = _fakes("attention", {"B": 2, "H": 3, "S": 17, "D": 64})
-    op, eltype, dev, descs, kw = cj.marshal_call("attention", ts, {"causal": 1, "scale": None}, {"tile_m": 64})
+    op, eltype, dev, descs, kw = cj.marshal_call("attention", ts, {"causal": True, "scale": None}, {"tile_m": 64})
     assert (op, eltype, dev) == ("attention", "Float16", 0)
     assert [d[0] for d in descs] == [0x1000, 0x2000, 0x3000, 0x4000]  # q, k, v, out
     assert all(d[1] == (64, 17, 3, 2) for d in descs)
@@ -95,6 +95,24 @@ def test_marshal_norm_params_are_floats_and_device_index_travels():
     _, eltype, dev, descs, kw = cj.marshal_call("rms_norm", ts, {"eps": 1e-6}, {"tile_n": 8, "tile_m": 1})
     assert eltype == "Float32" and dev == 1 and descs[1][1] == (8,)
     assert kw == {"eps": 1e-6, "tile_n": 8, "tile_m": 1} and isinstance(kw["eps"], float)
+
+
+def test_marshal_refuses_params_the_spec_refuses():
+    """The raw path has no BoundOp: marshal_call applies the spec's Param rules (no truthiness, no str)."""
+    from tilerosetta.errors import TileRosettaTypeError
+
+    ts = _fakes("attention", {"B": 1, "H": 2, "S": 5, "D": 64})
+    for causal in ("false", 1, None):
+        with pytest.raises(TileRosettaTypeError, match="'causal'"):
+            cj.marshal_call("attention", ts, {"causal": causal, "scale": None}, {})
+    with pytest.raises(TileRosettaError, match="'scale'"):
+        cj.marshal_call("attention", ts, {"causal": True, "scale": -1.0}, {})
+    ts = _fakes("rms_norm", {"M": 4, "N": 8}, torch.float32)
+    for eps, cls in [("1e-5", TileRosettaTypeError), (math.nan, TileRosettaError), (0.0, TileRosettaError)]:
+        with pytest.raises(cls, match="'eps'"):
+            cj.marshal_call("rms_norm", ts, {"eps": eps}, {})
+    with pytest.raises(TileRosettaError, match="'bogus': unknown parameter"):
+        cj.marshal_call("rms_norm", ts, {"eps": 1e-5, "bogus": 1}, {})
 
 
 def test_marshal_refuses_wrong_arity():
@@ -215,3 +233,32 @@ def importlib_missing(name):
     import importlib.util
 
     return importlib.util.find_spec(name) is None
+
+
+# ---- grid axes y/z (issue 16): counts past 65535 are refused before Julia or CUDA is touched --------
+@pytest.mark.parametrize("op, dims, what", [
+    ("transpose", {"M": 65536 * 64 + 1, "N": 1}, "ceil(M / tile_m)"),
+    ("matmul", {"M": 65536 * 128 + 1, "K": 1, "N": 1}, "ceil(M / tile_m)"),
+    ("bmm", {"Bt": 65536, "M": 1, "K": 1, "N": 1}, "Bt"),
+    ("silu_and_mul", {"M": 65536 * 2 + 1, "H": 1}, "ceil(M / tile_m)"),
+    ("rope", {"B": 65536, "H": 1, "S": 1, "D": 2}, "B * H"),
+])
+def test_grid_counts_past_65535_on_y_or_z_are_refused_before_launch(op, dims, what):
+    from tilerosetta.specs import Case
+
+    spec = SPECS[op]
+    shapes = spec.shapes(Case(dims))
+    tensors = [torch.zeros(shapes[n], dtype=torch.float16) for n in list(spec.inputs) + list(spec.outputs)]
+    fn = cj.CuTileJlBackend().implementations()[op]  # the raw path: no BoundOp in front
+    with pytest.raises(TileRosettaError) as info:
+        fn(*tensors, **spec.full_params({}))
+    err = info.value
+    assert (err.op, err.backend, err.arg) == (op, "cutile_jl", next(iter(spec.inputs))), str(err)
+    assert what in str(err) and "65535" in str(err), str(err)
+    assert what in cj.CuTileJlBackend().limits(op)
+    # One tile fewer on that axis fits: no refusal from the grid check.
+    small = {k: (v - 1 if v > 65535 and k in ("Bt", "B") else v) for k, v in dims.items()}
+    if small == dims:
+        cfg = cj.CuTileJlBackend().config_for(op, torch.float16, dims)
+        small = {**dims, "M": 65535 * cfg["tile_m"]}
+    cj.check_grid(op, small, cj.CuTileJlBackend().config_for(op, torch.float16, small))

@@ -66,6 +66,28 @@ def test_request_carries_plain_integers():
     assert scalars == {"eps": 1e-6}
 
 
+def test_request_refuses_params_the_spec_refuses():
+    """The raw path (implementations(), no BoundOp) reaches request() with the caller's params: the spec's
+    Param rules apply there too, instead of float("1e-5") or float(True) reaching the kernel."""
+    from tilerosetta.errors import TileRosettaError, TileRosettaTypeError
+
+    b = CuTileRsBackend()
+    x, w, out = torch.zeros(3, 8), torch.ones(8), torch.zeros(3, 8)
+    assert b.request("rms_norm", (x, w, out), {"eps": 1e-5})[5] == {"eps": 1e-5}
+    for eps, cls in [("1e-5", TileRosettaTypeError), (True, TileRosettaTypeError), (None, TileRosettaTypeError),
+                     (-1e-5, TileRosettaError), (math.nan, TileRosettaError), (0, TileRosettaError)]:
+        with pytest.raises(cls) as info:
+            b.request("rms_norm", (x, w, out), {"eps": eps})
+        assert (info.value.op, info.value.backend, info.value.arg) == ("rms_norm", "cutile_rs", "eps"), eps
+        assert isinstance(info.value, TypeError) == (cls is TileRosettaTypeError), eps
+    q = torch.zeros(1, 2, 5, 64, dtype=FP16)
+    for causal in ("false", 1, None):
+        with pytest.raises(TileRosettaTypeError, match="'causal'"):
+            b.request("attention", (q, q, q, q), {"causal": causal, "scale": None})
+    with pytest.raises(TileRosettaError, match="'eps': missing parameter"):
+        b.request("rms_norm", (x, w, out), {})
+
+
 def test_every_op_is_implemented_or_explained():
     b = CuTileRsBackend()
     have, missing = set(b.implementations()), b.missing()

@@ -36,7 +36,8 @@ CHILD = textwrap.dedent("""
             return tuple(math.prod(self.shape[i + 1:]) for i in range(len(self.shape)))
 
     kernel, shapes, dtype, params, stream = json.loads(sys.argv[1])
-    tensors = [Fake(s, getattr(torch, dtype), 4096 * (i + 1)) for i, s in enumerate(shapes)]
+    # 1 GiB apart: separate tensors never overlap (the module refuses an output sharing bytes with an input)
+    tensors = [Fake(s, getattr(torch, dtype), (i + 1) << 30) for i, s in enumerate(shapes)]
     try:
         m.launch(kernel, tensors, params, stream)
         print("ok")
@@ -72,7 +73,7 @@ def test_launch_passes_grid_block_stream_and_parameters(fake_driver, tmp_path):
     assert log[0] == "load 7f454c46 class=2 machine=190"  # an ELF64 CUDA cubin
     assert log[1] == "function rms_norm_fp16_4_512_4"  # N = 4099: the generic twin
     assert log[2] == ("launch grid=65,1,1 block=1,1,1 shared=0 stream=123456 "
-                      "params=p:4096 p:8192 p:12288 i:257 i:4099 f:0.25 ")
+                      "params=p:1073741824 p:2147483648 p:3221225472 i:257 i:4099 f:0.25 ")
 
 
 def test_attention_parameters(fake_driver, tmp_path):
@@ -82,7 +83,7 @@ def test_attention_parameters(fake_driver, tmp_path):
     assert result == "ok", result
     grid, params = log[2].split(" block=")[0], log[2].split("params=")[1].split()
     assert grid == "launch grid=18,1,1"  # one flat axis: 3 query blocks x B*H 6
-    assert params[:4] == ["p:4096", "p:8192", "p:12288", "p:16384"]
+    assert params[:4] == [f"p:{i << 30}" for i in (1, 2, 3, 4)]
     assert params[4:8] == ["i:6", "i:300", "i:300", "i:1"] and params[9] == "i:1"  # B*H, S, Sk, G, causal
     assert float(params[8][2:]) == pytest.approx(0.5 * 1.4426950408889634, rel=1e-6)
 

@@ -7,6 +7,7 @@ tensors: the module validates before it touches the driver, so a bad call must b
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import math
@@ -25,15 +26,20 @@ mod = pytest.importorskip(
 EM_CUDA = 190
 
 
-class FakeTensor:
-    """Looks like a CUDA tensor to the module; its data_ptr is host memory that is never dereferenced."""
+SLOT = 1 << 30  # fake tensors get addresses 1 GiB apart: distinct tensors never overlap (ops.cpp refuses that)
+_slots = itertools.count(4)
 
-    def __init__(self, shape, dtype=torch.float32, device="cuda", strides=None, ptr=1 << 20):
+
+class FakeTensor:
+    """Looks like a CUDA tensor to the module; its data_ptr is never dereferenced. Each one gets its own
+    address (no two overlap) unless `ptr` says otherwise."""
+
+    def __init__(self, shape, dtype=torch.float32, device="cuda", strides=None, ptr=None):
         self.shape = tuple(shape)
         self.dtype = dtype
         self.device = torch.device(device, 0) if device == "cuda" else torch.device(device)
         self._strides = strides or tuple(math.prod(self.shape[i + 1:]) for i in range(len(self.shape)))
-        self._ptr = ptr
+        self._ptr = next(_slots) * SLOT if ptr is None else ptr
 
     def data_ptr(self):
         return self._ptr
@@ -258,6 +264,59 @@ def test_plan_add_rms_norm_passes_m_n_then_eps():
     x, r, w, s, out = fakes("add_rms_norm", {"M": 3, "N": 7})
     refused("add_rms_norm_fp32_1_1024_4", [x, r, w, FakeTensor((2, 7)), out], {"eps": 1e-5}, op="add_rms_norm",
             arg="sum", match="has M=2 but 'x' has M=3")
+
+
+# ---- an output sharing memory with another argument (issue 16: the raw path skips the shared check) ---
+def _with_ptrs(tensors, ptrs):
+    for t, p in zip(tensors, ptrs):
+        t._ptr = p
+    return tensors
+
+
+def _nbytes(t):
+    return math.prod(t.shape) * t.dtype.itemsize
+
+
+@pytest.mark.parametrize("op", OP_NAMES)
+def test_an_output_overlapping_any_other_argument_is_refused(op):
+    spec = SPECS[op]
+    dtype = spec.dtypes[-1]
+    kernel = kernels_of(op, dtype_name(dtype))[0]["name"]
+    case = spec.cases[min(3, len(spec.cases) - 1)]
+    params = {k: v for k, v in spec.full_params(case.params).items() if v is not None}
+    if op == "attention":
+        kernel = next(k["name"] for k in kernels_of(op, dtype_name(dtype)) if k["config"]["D"] == case.dims["D"])
+    names = list(spec.inputs) + list(spec.outputs)
+    base = [t._ptr for t in fakes(op, case.dims, dtype)]
+    assert mod.plan(kernel, _with_ptrs(fakes(op, case.dims, dtype), base), params)  # no false alarm
+    tried = 0
+    for o, out_name in enumerate(names):
+        if out_name not in spec.outputs:
+            continue
+        for n, other in enumerate(names):
+            if n == o:
+                continue
+            for label, shift in (("same start", 0), ("partly", 1), ("ends inside", -1)):
+                tensors = fakes(op, case.dims, dtype)
+                ptrs = list(base)
+                if shift == 0:
+                    ptrs[o] = ptrs[n]
+                elif shift == 1:  # the output starts at the other's last element
+                    ptrs[o] = ptrs[n] + _nbytes(tensors[n]) - dtype.itemsize
+                else:  # the output's last element is the other's first
+                    ptrs[o] = ptrs[n] - _nbytes(tensors[o]) + dtype.itemsize
+                first, second = (o, n) if other not in spec.outputs or o < n else (n, o)  # a pair of outputs: the first names it
+                with pytest.raises(ValueError) as info:
+                    mod.plan(kernel, _with_ptrs(tensors, ptrs), params)
+                msg = str(info.value)
+                assert msg.startswith(f"tile_cpp.{op}: argument '{names[first]}': output "), f"{label}: {msg}"
+                assert f"'{names[second]}'" in msg and ("overlaps" in msg or "same memory" in msg), f"{label}: {msg}"
+                tried += 1
+                # just past the end: adjacent, accepted
+                if shift == 1:
+                    ptrs[o] += dtype.itemsize
+                    assert mod.plan(kernel, _with_ptrs(fakes(op, case.dims, dtype), ptrs), params), label
+    assert tried == 3 * len(spec.outputs) * (len(names) - 1)
 
 
 def test_valid_call_without_driver_fails_cleanly():

@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace py = pybind11;
@@ -143,6 +144,41 @@ std::vector<std::int64_t> aligned_dims(const std::string& op, std::map<std::stri
   throw std::logic_error("no alignment rule for op " + op);
 }
 
+// An output that shares bytes with any other argument is refused: the kernels read other tiles of an
+// input after writing a tile of the output (transpose, matmul, attention, the row ops), so an aliased or
+// partly overlapping output gives silently wrong numbers. The same rule as the shared validation
+// (OpSpec.overlap in specs/base.py) and the Rust layer (args::check_no_alias), checked here too because
+// the raw path (backend.implementations()) reaches the module without the shared validation. No op
+// declares an in-place pair (OpSpec.inplace_ok), so every overlap is refused; each pair once, named by
+// its first output. `args` are contiguous (checked above): a tensor spans numel * element size bytes.
+void check_no_overlap(const std::string& op, const std::string& dtype, const std::vector<TensorArg>& args) {
+  const gen::OpDecl& d = decl(op);
+  auto span = [&](const TensorArg& t) {
+    std::uint64_t n = 1;
+    for (auto e : t.shape) n *= static_cast<std::uint64_t>(e);
+    return std::make_pair(t.ptr, t.ptr + n * element_size(dtype));
+  };
+  auto hex = [](std::uint64_t v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
+    return std::string(buf);
+  };
+  for (size_t o = 0; o < args.size(); ++o) {
+    if (!d.tensors[o].output) continue;
+    for (size_t n = 0; n < args.size(); ++n) {
+      if (n == o || (d.tensors[n].output && n < o)) continue;
+      auto [s0, s1] = span(args[o]);
+      auto [t0, t1] = span(args[n]);
+      if (!(s0 < t1 && t0 < s1)) continue;
+      bool same = s0 == t0 && s1 == t1 && args[o].shape == args[n].shape;
+      throw ArgError{op, d.tensors[o].name,
+                     std::string("output ") + (same ? "is the same memory as" : "partly overlaps") + " '" +
+                         d.tensors[n].name + "' (bytes [" + hex(s0) + ", " + hex(s1) + ") and [" + hex(t0) + ", " +
+                         hex(t1) + ")); " + op + " does not run in place: pass a separate output tensor"};
+    }
+  }
+}
+
 }  // namespace
 
 int KernelInfo::get(const std::string& key) const {
@@ -217,6 +253,7 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
       }
     plan.pointers.push_back(args[i].ptr);
   }
+  check_no_overlap(op, k.dtype, args);
 
   auto& dm = plan.dims;
   auto ints = [&](std::initializer_list<std::int64_t> v) {

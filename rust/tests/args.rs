@@ -208,16 +208,94 @@ fn every_tensor_must_have_the_launch_dtype_and_device() {
 }
 
 #[test]
-fn grid_counts_beyond_65535_on_axis_y_are_refused_before_launch() {
-    // transpose: out (N, M) is partitioned in (BN, BM) tiles, so ceil(M / BM) lands on grid y.
+fn attention_folds_past_65535_query_blocks() {
+    // out (B*H, S, D) in (1, BM, D) tiles: ceil(S / BM) is grid y; past 65535 the folded kernel runs.
+    let attn = |s: i64| {
+        let mut r = req("attention", DType::BF16, vec![
+            t("q", 256, &[1, 1, s, 64]), t("k", 1 << 36, &[1, 1, 3, 64]),
+            t("v", 1 << 37, &[1, 1, 3, 64]), t("out", 1 << 40, &[1, 1, s, 64])]);
+        r.scalars = vec![("causal".into(), 0.0), ("scale".into(), 0.125)];
+        r
+    };
+    for (s, folded) in [(65536 * 128, true), (4096, false)] {
+        let r = attn(s);
+        let plan = ops::plan(&r).unwrap_or_else(|e| panic!("S={s}: {e}"));
+        let grid = ops::attention::tile_grid(&plan.dims, &plan.cfg);
+        assert_eq!(ops::folds(&grid), folded, "S={s}: {grid:?}");
+        let spec = ops::attention::specs_for(DType::BF16, &plan.cfg, &plan.dims, false, true).remove(0);
+        assert_eq!(spec.function, if folded { "attention_folded" } else { "attention" }, "S={s}");
+    }
+}
+
+#[test]
+fn matmul_and_bmm_fold_past_65535_tiles_on_grid_y_or_z() {
+    let n = 65536 * 256 + 3;
+    let r = req("matmul", DType::F16, vec![t("a", 256, &[2, 3]), t("b", 1 << 20, &[3, n]), t("out", 1 << 40, &[2, n])]);
+    let plan = ops::plan(&r).unwrap();
+    assert!(ops::folds(&ops::matmul::tile_grid(&plan.dims, &plan.cfg)));
+    assert_eq!(ops::specs("matmul", DType::F16, &plan.cfg, &plan.dims).unwrap()[0].function, "matmul_folded");
+    for (a, b, out) in [([2, n, 3], [2, 3, 2], [2, n, 2]), ([2, 2, 3], [2, 3, n], [2, 2, n])] {
+        let r = req("bmm", DType::F16, vec![t("a", 256, &a), t("b", 1 << 36, &b), t("out", 1 << 40, &out)]);
+        let plan = ops::plan(&r).unwrap_or_else(|e| panic!("{a:?} {b:?}: {e}"));
+        let grid = ops::bmm::tile_grid(&plan.dims, &plan.cfg);
+        assert!(ops::folds(&grid) && grid[0] == 2, "{grid:?}");
+        assert_eq!(ops::specs("bmm", DType::F16, &plan.cfg, &plan.dims).unwrap()[0].function, "bmm_folded");
+    }
+    // The benchmarked shapes keep the plain kernels.
+    let r = req("bmm", DType::F16, vec![t("a", 256, &[16, 2048, 2048]), t("b", 1 << 36, &[16, 2048, 2048]),
+                                        t("out", 1 << 40, &[16, 2048, 2048])]);
+    let plan = ops::plan(&r).unwrap();
+    assert_eq!(ops::specs("bmm", DType::F16, &plan.cfg, &plan.dims).unwrap()[0].function, "bmm");
+}
+
+#[test]
+fn transpose_folds_its_tiles_into_grid_x_only_past_65535() {
+    // out (N, M) in (BN, BM) tiles: ceil(M / BM) is grid y. Tall x folds the grid into grid x (one block
+    // per tile, the `transpose_folded` kernel); wide x and ordinary shapes keep the 2-D kernel.
     let m = 65536 * 256;
-    let r = req("transpose", DType::F16, vec![t("x", 256, &[m, 2]), t("out", 1 << 40, &[2, m])]);
-    let e = err(&r);
+    for (xs, outs, folded) in [([m, 2], [2, m], true), ([2, m], [m, 2], false), ([300, 500], [500, 300], false)] {
+        let r = req("transpose", DType::F16, vec![t("x", 256, &xs), t("out", 1 << 40, &outs)]);
+        let plan = ops::plan(&r).unwrap_or_else(|e| panic!("{xs:?}: {e}"));
+        let grid = ops::transpose::tile_grid(&plan.dims, &plan.cfg);
+        let (bm, bn) = (config::get(&plan.cfg, "BM") as i64, config::get(&plan.cfg, "BN") as i64);
+        assert_eq!(grid, vec![(xs[1] + bn - 1) / bn, (xs[0] + bm - 1) / bm], "{xs:?}");
+        assert_eq!(ops::folds(&grid), folded, "{xs:?}: {grid:?}");
+        let spec = ops::specs("transpose", DType::F16, &plan.cfg, &plan.dims).unwrap().remove(0);
+        assert_eq!(spec.function, if folded { "transpose_folded" } else { "transpose" }, "{xs:?}");
+        assert_eq!(spec.generics.len(), if folded { 5 } else { 3 }, "{:?}", spec.generics);
+    }
+    // Folded past grid x's 2^31 - 1 blocks (1-element tiles of a 70000 x 40000 matrix, beyond the
+    // element limit too, so only the grid check is exercised by asking it directly): refused, naming x.
+    let r = req("transpose", DType::F16, vec![t("x", 256, &[2, 2]), t("out", 1 << 40, &[2, 2])]);
+    let mut plan = ops::plan(&r).unwrap();
+    plan.dims = vec![70000, 40000];
+    plan.cfg = plan.cfg.iter().map(|&(k, v)| (k, if k == "BM" || k == "BN" { 1 } else { v })).collect();
+    let e = ops::check_grid(&r, &plan).expect_err("2.8e9 blocks accepted");
     assert_eq!(e.arg, "x");
-    assert!(e.message.contains("65535") && e.message.contains("ceil(M / BM)"), "{e}");
-    // The wide shape puts the big count on x: accepted.
-    let r = req("transpose", DType::F16, vec![t("x", 256, &[2, m]), t("out", 1 << 40, &[m, 2])]);
-    assert!(ops::plan(&r).is_ok());
+    assert!(e.message.contains("2147483647") && e.message.contains("grid axis x"), "{e}");
+}
+
+#[test]
+fn silu_and_mul_and_rope_fold_past_65535_tiles_on_grid_y() {
+    // silu_and_mul: ceil(H / BH) is grid y (BH <= 1024 by default); rope: ceil(S / BS) (BS = 16).
+    let h = 65536 * 1024 + 3;
+    let r = req("silu_and_mul", DType::BF16, vec![t("x", 256, &[1, 2 * h]), t("out", 1 << 40, &[1, h])]);
+    let plan = ops::plan(&r).unwrap();
+    let grid = ops::silu_and_mul::tile_grid(&plan.dims, &plan.cfg);
+    assert!(ops::folds(&grid) && grid[1] > 65535, "{grid:?}");
+    assert_eq!(ops::specs("silu_and_mul", DType::BF16, &plan.cfg, &plan.dims).unwrap()[0].function, "silu_and_mul_folded");
+    let s = 65536 * 16 + 3;
+    let r = req("rope", DType::BF16, vec![t("q", 256, &[1, 2, s, 64]), t("cos", 1 << 36, &[s, 64]),
+                                          t("sin", 1 << 38, &[s, 64]), t("out", 1 << 40, &[1, 2, s, 64])]);
+    let plan = ops::plan(&r).unwrap();
+    let grid = ops::rope::tile_grid(&plan.dims, &plan.cfg);
+    assert_eq!(grid, vec![2, (s + 15) / 16, 1]);
+    assert_eq!(ops::specs("rope", DType::BF16, &plan.cfg, &plan.dims).unwrap()[0].function, "rope_folded");
+    // Ordinary sizes keep the plain kernels.
+    let r = req("rope", DType::BF16, vec![t("q", 256, &[4, 32, 4096, 128]), t("cos", 1 << 36, &[4096, 128]),
+                                          t("sin", 1 << 38, &[4096, 128]), t("out", 1 << 40, &[4, 32, 4096, 128])]);
+    let plan = ops::plan(&r).unwrap();
+    assert_eq!(ops::specs("rope", DType::BF16, &plan.cfg, &plan.dims).unwrap()[0].function, "rope");
 }
 
 /// Grouped-query attention: k/v (B, Hkv, Sk, D) with Hkv | H, the plan's dims (B, H, S, D, Hkv, Sk); a Hkv

@@ -124,6 +124,33 @@ fn compile_all_one(op: &'static str, dtype: DType, cfg: config::Config) {
     });
 }
 
+/// The folded kernels (a tile grid past 65535 on grid y, issue 16) are only chosen for such shapes:
+/// compile them for the shapes that pick them.
+#[test]
+fn folded_grids_compile_for_sm90() {
+    for (op, dims) in [
+        ("transpose", vec![("M", 65536 * 128 + 3), ("N", 2)]),
+        ("silu_and_mul", vec![("M", 1), ("H", 65536 * 1024 + 3)]),
+        ("rope", vec![("B", 1), ("H", 1), ("S", 65536 * 16 + 3), ("D", 64)]),
+        ("matmul", vec![("M", 2), ("N", 65536 * 256 + 3), ("K", 3)]),
+        ("bmm", vec![("Bt", 2), ("M", 65536 * 128 + 3), ("N", 2), ("K", 3)]),
+        ("attention", vec![("B", 1), ("H", 1), ("S", 65536 * 128 + 3), ("D", 64)]),
+    ] {
+        with_stack(move || {
+            for dtype in dtypes_for(op) {
+                let cfg = config::default_config(op, dtype, &dims);
+                let d: Vec<i32> = dims.iter().map(|(_, v)| *v as i32).collect();
+                for spec in ops::specs(op, dtype, &cfg, &d).unwrap() {
+                    assert!(spec.function.ends_with("_folded"), "{op} {dims:?}: {} is not the folded kernel", spec.function);
+                    let tag = format!("{op}_{}_{}_folded", dtype.name(), spec.function);
+                    let bc = bytecode(&spec, dtype, ARCH).unwrap_or_else(|e| panic!("{tag}: {e}"));
+                    assemble(&bc, ARCH, &tag).unwrap_or_else(|e| panic!("{tag}: {e}"));
+                }
+            }
+        });
+    }
+}
+
 /// The assembly step really checks its input: garbage is refused with tileiras' message.
 #[test]
 fn tileiras_rejects_garbage() {

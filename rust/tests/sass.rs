@@ -191,3 +191,22 @@ fn resource_table() {
         }
     }
 }
+
+/// transpose past 65535 row tiles folds its tile grid into grid x (a mapped partition,
+/// rust/src/ops/transpose.rs): the flat-index loop must not cost the tiled access, i.e. tiles still
+/// move by TMA or 128-bit accesses, never 16 bits at a time, as in the 2-D kernel.
+#[test]
+fn folded_transpose_moves_whole_tiles() {
+    need_cuobjdump();
+    for dims in [vec![8192, 8192], vec![65536 * 128 + 64, 64]] {
+        for (tag, cubin) in cubins("transpose", DType::BF16, dims.clone(), vec![]) {
+            let sass = sass_of(&tag, &cubin);
+            let a = access(&sass);
+            let stores = |p: &str| sass.lines().filter(|l| l.contains(p)).count();
+            let (tma_st, wide_st, st16) = (stores("UTMASTG"), stores("STG.E.128"), stores("STG.E.U16"));
+            eprintln!("{tag} {dims:?}: {a:?}, {tma_st} UTMASTG, {wide_st} STG.E.128, {st16} STG.E.U16");
+            assert!(a.tma_loads + a.wide_loads > 0 && a.scalar16_loads == 0, "{tag}: {a:?}");
+            assert!(tma_st + wide_st > 0 && st16 == 0, "{tag}: {tma_st} UTMASTG, {wide_st} STG.E.128, {st16} STG.E.U16");
+        }
+    }
+}

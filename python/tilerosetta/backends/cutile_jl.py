@@ -109,7 +109,15 @@ def julia_params(op: str, tensors, params: dict[str, Any]) -> dict[str, Any]:
     """Spec params as the Julia host functions take them (plain floats/bools; attention's scale
     resolved to 1/sqrt(D) here so Julia always gets a number)."""
     out: dict[str, Any] = {}
+    decls = SPECS[op].params
     for key, value in params.items():
+        # The raw path (implementations(), no BoundOp) gets here with the caller's values: the spec's Param
+        # rules again, so causal="false" or 1 is refused rather than taken by truthiness, eps="1e-5" too.
+        if key not in decls:
+            _fail(op, key, f"unknown parameter; {op} takes {sorted(decls) or 'none'}")
+        bad = decls[key].problem(value)
+        if bad:
+            raise bad[0](op, NAME, key, bad[1])
         if key == "scale":
             value = 1.0 / math.sqrt(int(tensors[0].shape[-1])) if value is None else float(value)
         elif key == "causal":
@@ -134,6 +142,30 @@ def marshal_call(op: str, tensors, params: dict[str, Any], config: dict[str, int
     kwargs = julia_params(op, tensors, params)
     kwargs.update({k: int(v) for k, v in config.items()})
     return op, eltype, index, descs, kwargs
+
+
+# ---- grid limits ------------------------------------------------------------------------------------
+# The counts each op's Julia host function puts on grid axes y and z (julia/src/ops/<op>.jl `grid = (...)`,
+# in the spec's torch terms; x is unlimited in practice), which CUDA caps at 65535. Issue 16 wants them
+# folded into grid x; until the Julia kernels do (they cannot be run on this project's machines), such
+# calls are refused before launch with the limit, instead of failing inside cuLaunchKernel.
+GRID_YZ_MAX = 65535
+GRID_YZ: dict[str, tuple[tuple[str, Callable[[dict, dict], int]], ...]] = {
+    "transpose": (("ceil(M / tile_m)", lambda d, c: -(-d["M"] // c["tile_m"])),),
+    "matmul": (("ceil(M / tile_m)", lambda d, c: -(-d["M"] // c["tile_m"])),),
+    "bmm": (("ceil(M / tile_m)", lambda d, c: -(-d["M"] // c["tile_m"])), ("Bt", lambda d, c: d["Bt"])),
+    "silu_and_mul": (("ceil(M / tile_m)", lambda d, c: -(-d["M"] // c["tile_m"])),),
+    "rope": (("B * H", lambda d, c: d["B"] * d["H"]),),
+}
+
+
+def check_grid(op: str, dims: dict[str, int], config: dict[str, int]) -> None:
+    """Refuses (TileRosettaError naming the first input) a call whose grid y or z would pass 65535."""
+    for what, count in GRID_YZ.get(op, ()):
+        n = count(dims, config)
+        if n > GRID_YZ_MAX:
+            _fail(op, next(iter(SPECS[op].inputs)),
+                  f"{what} = {n} on grid axis y/z, whose limit is {GRID_YZ_MAX} (cuTile.jl grids here are 2-D/3-D)")
 
 
 # ---- tile-size table (julia/tiles.toml, shared with the Julia package) ------------------------------
@@ -320,6 +352,7 @@ class CuTileJlBackend(Backend):
         def fn(*tensors, **params):
             dims = spec_dims(op, tensors)
             config = self.config_for(op, tensors[0].dtype, dims)
+            check_grid(op, dims, config)
             name, eltype, device, descs, kwargs = marshal_call(op, tensors, params, config)
             handle = stream_handle(torch.cuda.current_stream(tensors[0].device))
             jl = self._julia()
@@ -331,6 +364,11 @@ class CuTileJlBackend(Backend):
 
     def implementations(self):
         return {op: self._make(op) for op in OP_NAMES}
+
+    def limits(self, op):
+        text = super().limits(op)
+        counts = " and ".join(what for what, _ in GRID_YZ.get(op, ()))
+        return text + (f"; {counts} <= 65535 (grid axes y/z; refused before launch beyond)" if counts else "")
 
     def config_space(self, op, dtype):
         space = op_tiles(op).get("space", {})

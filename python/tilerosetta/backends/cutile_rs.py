@@ -20,16 +20,16 @@ import torch
 
 from tilerosetta import toolchain
 from tilerosetta.backends.base import Backend
-from tilerosetta.errors import native_refusal
+from tilerosetta.errors import TileRosettaError, native_refusal
 from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
 
 MODULE = "tilerosetta_cutile_rs"
-# The tile counts cuTile-rs puts on grid axes y and z (the output partition's 2nd and 3rd dims).
-# (rust/src/ops/<op>.rs: `out.partition([...])`; the first dim's count goes on axis x, unlimited.)
-GRID_YZ = {"transpose": "ceil(M / BM) (out's column tiles)", "silu_and_mul": "ceil(H / BH)",
-           "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) and ceil(N / BN)", "attention": "ceil(S / BM)",
-           "rope": "ceil(S / BS)"}
+# The tile counts cuTile-rs puts on grid axis y or z (the output partition's 2nd and 3rd dims; rust/src/ops/
+# <op>.rs `out.partition([...])`): past 65535 the launch folds the tile grid into grid x instead (a mapped
+# partition, `<op>_folded`; rust/src/ops/mod.rs foldable_grid). The other ops launch 1-D grids.
+GRID_FOLDS = {"transpose": "ceil(M / BM)", "silu_and_mul": "ceil(H / BH)", "rope": "ceil(S / BS)",
+              "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) or ceil(N / BN)", "attention": "ceil(S / BM)"}
 TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
 
 
@@ -105,8 +105,13 @@ class CuTileRsBackend(Backend):
         names = list(spec.inputs) + list(spec.outputs)
         dtype = tensors[0].dtype
         scalars = {}
-        for key in spec.params:  # every spec param, as a float (causal as 0/1, scale resolved here)
+        for key, decl in spec.params.items():  # every spec param, as a float (causal as 0/1, scale resolved here)
+            if key not in params:
+                raise TileRosettaError(op, self.name, key, "missing parameter")
             value = params[key]
+            bad = decl.problem(value)  # the raw path skips BoundOp: the spec's rule again, never float("1e-5")
+            if bad:
+                raise bad[0](op, self.name, key, bad[1])
             if key == "scale" and value is None:
                 value = 1.0 / math.sqrt(tensors[0].shape[-1])
             scalars[key] = float(value)
@@ -147,12 +152,11 @@ class CuTileRsBackend(Backend):
         return dict(self._first_call)
 
     def limits(self, op):
-        # args.rs refuses tensors beyond i32 (cuTile-rs shapes and strides are i32). The grid is the output
-        # partition's tile counts (rust/src/ops/): axes y and z are capped at 65535 by CUDA, which
-        # ops::check_grid enforces before launch.
+        # args.rs refuses tensors beyond i32 (cuTile-rs shapes and strides are i32). A folded grid has one
+        # block per tile, <= the element count, so within grid x's 2^31 - 1 (ops::check_grid says so too).
         text = super().limits(op)
-        if op in GRID_YZ:
-            text += f"; {GRID_YZ[op]} <= 65535 (grid axes y/z; refused before launch beyond)"
+        if op in GRID_FOLDS:
+            text += f"; {GRID_FOLDS[op]} > 65535 folds the tile grid into grid x (no 65535 limit)"
         return text
 
     # ---- tuning ---------------------------------------------------------------------------------

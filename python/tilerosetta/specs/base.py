@@ -222,7 +222,9 @@ class OpSpec:
     params: ClassVar[dict[str, Param]] = {}  # name -> declaration (default, type, range)
     # Outputs that may be the very same tensor as an input (same data_ptr, shape): {"out": ("a", "b")}.
     # Only where every backend's kernel was shown to be correct in place (shared_tests/test_bad_inputs.py
-    # runs each declared pair); any other overlap of an output with another argument is refused.
+    # runs each declared pair); any other overlap of an output with another argument is refused. The native
+    # layers refuse every overlap on their own (cpp/src/ops.cpp check_no_overlap, rust/src/args.rs
+    # check_no_alias: the raw path has no BoundOp), so a declared pair must be taught to them too.
     inplace_ok: ClassVar[dict[str, tuple[str, ...]]] = {}
     dtypes: ClassVar[tuple[torch.dtype, ...]] = FLOAT_DTYPES
     cases: ClassVar[tuple[Case, ...]] = ()  # conformance cases (small: they also run on CPU)

@@ -14,21 +14,20 @@
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{ArgView, KernelSpec, Plan, Rt};
+use crate::ops::{self, ArgView, KernelSpec, Plan, Rt, LINEAR_MAP_3D};
 use cutile::prelude::*;
 
 #[cutile::module]
 pub mod kernel {
     use cutile::core::*;
 
-    /// Grid (B*H, S/BM), from the output partition (head fastest; a query-block-fastest grid needs an
-    /// unpartitioned or mapped output, not done yet). B*H is on grid x (no 65535 limit); the K/V
-    /// row set of head bh is bh / G with G = (B*H) / (B*Hkv) = H / Hkv, read from the views' shapes.
+    /// One BM x D block of queries (head `bh`, query block `mb`), normalised and in T: the body of both
+    /// entries (inlined by the cuTile compiler). The K/V row set of head bh is bh / G with
+    /// G = (B*H) / (B*Hkv) = H / Hkv, read from the views' shapes.
     /// FOLD == 1 (scale > 0): the scale (times log2 e) is applied to the BM row maxima and folded
     /// into one FFMA per score, exp2(s*c - m*c) with m kept in scaled units; max(s*c) = max(s)*c
     /// needs c > 0. FOLD == 0 (scale <= 0): the scores are scaled first, as the max needs.
-    #[cutile::entry()]
-    pub fn attention<
+    fn attend<
         T: ElementType,
         const BM: i32,
         const BN: i32,
@@ -36,15 +35,13 @@ pub mod kernel {
         const CAUSAL: i32,
         const FOLD: i32,
     >(
-        out: &mut Tensor<T, { [1, BM, D] }>,
         q: &Tensor<T, { [-1, -1, -1] }>,
         k: &Tensor<T, { [-1, -1, -1] }>,
         v: &Tensor<T, { [-1, -1, -1] }>,
         qk_scale_log2: f32,
-    ) {
-        let pid: (i32, i32, i32) = get_tile_block_id();
-        let bh = pid.0;
-        let mb = pid.1;
+        bh: i32,
+        mb: i32,
+    ) -> Tile<T, { [BM, D] }> {
         let s_len: i32 = get_shape_dim(k.shape(), 1i32);
         let q_len: i32 = get_shape_dim(q.shape(), 1i32);
         let group: i32 = get_shape_dim(q.shape(), 0i32) / get_shape_dim(k.shape(), 0i32);
@@ -158,8 +155,54 @@ pub mod kernel {
         }
         let y: Tile<f32, { [BM, D] }> = true_div(acc, l_i.broadcast(shape![BM, D]));
         let yt: Tile<T, { [BM, D] }> = convert_tile(y);
+        yt
+    }
+
+    /// Grid (B*H, S/BM), from the output partition (head fastest). B*H is on grid x (no 65535 limit);
+    /// S/BM on grid y: past 65535 query blocks the launch takes `attention_folded`.
+    #[cutile::entry()]
+    pub fn attention<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const CAUSAL: i32,
+        const FOLD: i32,
+    >(
+        out: &mut Tensor<T, { [1, BM, D] }>,
+        q: &Tensor<T, { [-1, -1, -1] }>,
+        k: &Tensor<T, { [-1, -1, -1] }>,
+        v: &Tensor<T, { [-1, -1, -1] }>,
+        qk_scale_log2: f32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let yt: Tile<T, { [BM, D] }> = attend::<T, BM, BN, D, CAUSAL, FOLD>(q, k, v, qk_scale_log2, pid.0, pid.1);
         // Rows past S fall outside the (B*H, S, D) view and are not written (clipped tile store).
         out.store(yt.reshape(shape![1, BM, D]));
+    }
+
+    /// The same blocks on a 1-D grid (issue 16): out tile (bh, mb, 0) comes from the mapped index.
+    #[cutile::entry()]
+    pub fn attention_folded<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const CAUSAL: i32,
+        const FOLD: i32,
+        const MAP: [i32; 3],
+    >(
+        mut out: MappedPartitionMut<T, { [1, BM, D] }, MAP>,
+        q: &Tensor<T, { [-1, -1, -1] }>,
+        k: &Tensor<T, { [-1, -1, -1] }>,
+        v: &Tensor<T, { [-1, -1, -1] }>,
+        qk_scale_log2: f32,
+    ) {
+        for index in out.iter_indices() {
+            let (bh, mb, _col) = index.components();
+            let yt: Tile<T, { [BM, D] }> = attend::<T, BM, BN, D, CAUSAL, FOLD>(q, k, v, qk_scale_log2, bh, mb);
+            out.store(yt.reshape(shape![1, BM, D]), index);
+        }
     }
 }
 
@@ -214,6 +257,11 @@ pub fn specs(dtype: DType, cfg: &Config, dims: &[i32], causal: bool) -> Vec<Kern
     specs_for(dtype, cfg, dims, causal, true)
 }
 
+/// out's tile grid (x, y, z) over the (B*H, S, D) view in (1, BM, D) tiles: B*H, ceil(S / BM), 1.
+pub fn tile_grid(dims: &[i32], cfg: &Config) -> Vec<i64> {
+    vec![dims[0] as i64 * dims[1] as i64, ops::tiles(dims[2], config::get(cfg, "BM")), 1]
+}
+
 /// `scale_pos`: scale > 0, so the scale can be folded into the exp2 argument (FOLD generic).
 pub fn specs_for(dtype: DType, cfg: &Config, dims: &[i32], causal: bool, scale_pos: bool) -> Vec<KernelSpec> {
     let (bh, s, d) = (dims[0] * dims[1], dims[2], dims[3]);
@@ -224,11 +272,16 @@ pub fn specs_for(dtype: DType, cfg: &Config, dims: &[i32], causal: bool, scale_p
     let view = |name, i| ArgView::contiguous(name, i, &[bh, s, d]);
     let kv_view = |name, i| ArgView::contiguous(name, i, &[bhkv, sk, d]);
     let (c, f) = ((causal as i32).to_string(), (scale_pos as i32).to_string());
+    let folded = ops::folds(&tile_grid(dims, cfg));
+    let mut generics = vec![dtype.cutile_name().into(), g("BM"), g("BN"), d.to_string(), c, f];
+    if folded {
+        generics.extend(LINEAR_MAP_3D.iter().map(|v| v.to_string()));
+    }
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: "attention",
-        generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), d.to_string(), c, f],
+        function: if folded { "attention_folded" } else { "attention" },
+        generics,
         args: vec![view("out", 3), view("q", 0), kv_view("k", 1), kv_view("v", 2)],
         options: config::compile_options(cfg),
     }]
@@ -246,8 +299,16 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
         (a[0].borrow::<T>(rt, req), a[1].borrow::<T>(rt, req), a[2].borrow::<T>(rt, req), a[3].borrow::<T>(rt, req))
     };
     let qk_scale_log2 = (scale * std::f64::consts::LOG2_E) as f32;
-    let op = kernel::attention((&mut out).partition([1, bm as usize, d as usize]), &q, &k, &v, qk_scale_log2)
-        .generics(spec.generics)
-        .compile_options(spec.options);
-    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+    let tiles = (&mut out).partition([1, bm as usize, d as usize]);
+    let queued = if spec.function == "attention_folded" {
+        let blocks = ops::folded_blocks(&tile_grid(&plan.dims, &plan.cfg));
+        let op = kernel::attention_folded(tiles.map(LINEAR_MAP_3D, blocks), &q, &k, &v, qk_scale_log2)
+            .generics(spec.generics)
+            .compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else {
+        let op = kernel::attention(tiles, &q, &k, &v, qk_scale_log2).generics(spec.generics).compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    };
+    queued.map_err(|e| format!("{e}"))
 }

@@ -1,9 +1,13 @@
 //! bmm: out (Bt, M, N) = a (Bt, M, K) @ b (Bt, K, N). As matmul, with the batch as the first grid
 //! dimension: the output partition (1, BM, BN) gives grid (Bt, ceil(M/BM), ceil(N/BN)).
+//!
+//! Past 65535 tiles on grid y or z the launch folds that grid into grid x (`ops::folds`, issue 16):
+//! `bmm_folded` walks a mapped partition of out, one block per tile. Below that the plain grid runs
+//! (the benchmarked kernel).
 
 use crate::args::{DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{ArgView, KernelSpec, Plan, Rt};
+use crate::ops::{self, ArgView, KernelSpec, Plan, Rt, LINEAR_MAP_3D};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -29,19 +33,52 @@ pub mod kernel {
         let y: Tile<T, { [BM, BN] }> = convert_tile(acc);
         out.store(y.reshape(shape![1, BM, BN]));
     }
+
+    /// The same tile on a 1-D grid: out tile (batch entry, i, j) comes from the mapped index.
+    #[cutile::entry()]
+    pub fn bmm_folded<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const MAP: [i32; 3]>(
+        mut out: MappedPartitionMut<T, { [1, BM, BN] }, MAP>,
+        a: &Tensor<T, { [-1, -1, -1] }>,
+        b: &Tensor<T, { [-1, -1, -1] }>,
+    ) {
+        let k: i32 = get_shape_dim(a.shape(), 2i32);
+        for index in out.iter_indices() {
+            let (e, i, j) = index.components();
+            let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+            for kk in 0i32..ceil_div(k, BK) {
+                let at: Tile<T, { [1, BM, BK] }> = a.load_tile(shape![1, BM, BK], [e, i, kk]);
+                let bt: Tile<T, { [1, BK, BN] }> = b.load_tile(shape![1, BK, BN], [e, kk, j]);
+                let at: Tile<T, { [BM, BK] }> = at.reshape(shape![BM, BK]);
+                let bt: Tile<T, { [BK, BN] }> = bt.reshape(shape![BK, BN]);
+                acc = mma(at, bt, acc);
+            }
+            let y: Tile<T, { [BM, BN] }> = convert_tile(acc);
+            out.store(y.reshape(shape![1, BM, BN]), index);
+        }
+    }
 }
 
 /// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
 pub const DIMS: &[&str] = &["Bt", "M", "N", "K"];
 
+/// out's tile grid (x, y, z): Bt, ceil(M / BM), ceil(N / BN).
+pub fn tile_grid(dims: &[i32], cfg: &Config) -> Vec<i64> {
+    vec![dims[0] as i64, ops::tiles(dims[1], config::get(cfg, "BM")), ops::tiles(dims[2], config::get(cfg, "BN"))]
+}
+
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (bt, m, n, k) = (dims[0], dims[1], dims[2], dims[3]);
     let g = |k: &str| config::get(cfg, k).to_string();
+    let folded = ops::folds(&tile_grid(dims, cfg));
+    let mut generics = vec![dtype.cutile_name().into(), g("BM"), g("BN"), g("BK")];
+    if folded {
+        generics.extend(LINEAR_MAP_3D.iter().map(|v| v.to_string()));
+    }
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: "bmm",
-        generics: vec![dtype.cutile_name().into(), g("BM"), g("BN"), g("BK")],
+        function: if folded { "bmm_folded" } else { "bmm" },
+        generics,
         args: vec![
             ArgView::contiguous("out", 2, &[bt, m, n]),
             ArgView::contiguous("a", 0, &[bt, m, k]),
@@ -56,6 +93,14 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
     let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
     // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see ArgView::borrow).
     let (mut out, a, b) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req), spec.args[2].borrow::<T>(rt, req)) };
-    let op = kernel::bmm((&mut out).partition([1, bm as usize, bn as usize]), &a, &b).generics(spec.generics).compile_options(spec.options);
-    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+    let tiles = (&mut out).partition([1, bm as usize, bn as usize]);
+    let queued = if spec.function == "bmm_folded" {
+        let blocks = ops::folded_blocks(&tile_grid(&plan.dims, &plan.cfg));
+        let op = kernel::bmm_folded(tiles.map(LINEAR_MAP_3D, blocks), &a, &b).generics(spec.generics).compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else {
+        let op = kernel::bmm(tiles, &a, &b).generics(spec.generics).compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    };
+    queued.map_err(|e| format!("{e}"))
 }

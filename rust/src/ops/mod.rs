@@ -154,28 +154,57 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     Ok(plan)
 }
 
-/// CUDA caps grid axes y and z at 65535 blocks. A cuTile-rs grid is the output partition's tile counts
-/// (each op's launch: `out.partition([...])`), the first on x; the counts that land on y or z are
-/// refused here, before any launch, instead of failing in cuLaunchKernel.
+/// CUDA caps grid axis x at 2^31 - 1 blocks and axes y and z at 65535. A cuTile-rs grid is the output
+/// partition's tile counts (each op's launch: `out.partition([...])`), the first on x. Every op whose
+/// partition has counts on y or z (`foldable_grid`) folds its tile grid into grid x when one would pass
+/// 65535 (its `<op>_folded` kernel); what is refused here, before any launch, is a folded grid past grid
+/// x's limit (only reachable beyond the element limit, as each tile holds at least one element).
 pub fn check_grid(req: &Request, plan: &Plan) -> Result<(), ArgError> {
-    let d = &plan.dims;
-    let tile = |k: &str| config::get(&plan.cfg, k) as i64;
-    let count = |extent: i32, t: i64| (extent as i64 + t - 1) / t;
-    let (arg, yz): (&str, Vec<(&str, i64)>) = match req.op.as_str() {
-        "transpose" => ("x", vec![("ceil(M / BM)", count(d[0], tile("BM")))]),
-        "matmul" => ("b", vec![("ceil(N / BN)", count(d[1], tile("BN")))]),
-        "bmm" => ("a", vec![("ceil(M / BM)", count(d[1], tile("BM"))), ("ceil(N / BN)", count(d[2], tile("BN")))]),
-        "silu_and_mul" => ("x", vec![("ceil(H / BH)", count(d[1], tile("BH")))]),
-        "rope" => ("q", vec![("ceil(S / BS)", count(d[2], tile("BS")))]),
-        "attention" => ("q", vec![("ceil(S / BM)", count(d[2], tile("BM")))]),
-        _ => return Ok(()),
-    };
-    for (what, n) in yz {
-        if n > 65535 {
-            return Err(ArgError::new(&req.op, arg, format!("{what} = {n} tiles on grid axis y/z, whose limit is 65535 (cutile_rs grids are the output's tile counts)")));
+    if let Some((arg, what, grid)) = foldable_grid(&req.op, plan) {
+        let blocks: i64 = grid.iter().product();
+        if folds(&grid) && blocks > GRID_X_MAX {
+            return Err(ArgError::new(&req.op, arg, format!("{what} = {blocks} tile blocks on grid axis x (folded), whose limit is {GRID_X_MAX}")));
         }
     }
     Ok(())
+}
+
+/// CUDA's limits on grid axis x and on axes y and z (blocks).
+pub const GRID_X_MAX: i64 = (1 << 31) - 1;
+pub const GRID_YZ_MAX: i64 = 65535;
+
+/// The partition map of a folded launch: linear over the logical tile grid (row-major, no grouping).
+pub const LINEAR_MAP_2D: [usize; 2] = [1, 1];
+pub const LINEAR_MAP_3D: [usize; 3] = [1, 1, 1];
+
+/// Tiles of `tile` elements covering `extent`.
+pub fn tiles(extent: i32, tile: i32) -> i64 {
+    (extent as i64 + tile as i64 - 1) / tile as i64
+}
+
+/// Whether a tile grid (x, y[, z]) must be folded into grid x: a count past 65535 on y or z.
+pub fn folds(grid: &[i64]) -> bool {
+    grid.iter().skip(1).any(|&n| n > GRID_YZ_MAX)
+}
+
+/// The blocks of a folded launch: one per tile (check_grid refused more than grid x holds).
+pub fn folded_blocks(grid: &[i64]) -> u32 {
+    grid.iter().product::<i64>() as u32
+}
+
+/// (argument to name, what the count is, out's tile grid) of the ops whose output partition has tile
+/// counts on grid y or z: their launch folds the tile grid into grid x when it must (their `tile_grid`).
+/// An op not listed here launches a 1-D grid.
+fn foldable_grid(op: &str, plan: &Plan) -> Option<(&'static str, &'static str, Vec<i64>)> {
+    match op {
+        "transpose" => Some(("x", "ceil(N / BN) * ceil(M / BM)", transpose::tile_grid(&plan.dims, &plan.cfg))),
+        "silu_and_mul" => Some(("x", "ceil(M / BR) * ceil(H / BH)", silu_and_mul::tile_grid(&plan.dims, &plan.cfg))),
+        "rope" => Some(("q", "B * H * ceil(S / BS)", rope::tile_grid(&plan.dims, &plan.cfg))),
+        "matmul" => Some(("a", "ceil(M / BM) * ceil(N / BN)", matmul::tile_grid(&plan.dims, &plan.cfg))),
+        "bmm" => Some(("a", "Bt * ceil(M / BM) * ceil(N / BN)", bmm::tile_grid(&plan.dims, &plan.cfg))),
+        "attention" => Some(("q", "B * H * ceil(S / BM)", attention::tile_grid(&plan.dims, &plan.cfg))),
+        _ => None,
+    }
 }
 
 /// The plan of an op whose `Plan::dims` are `names`: those extents (bound and checked by

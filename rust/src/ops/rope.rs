@@ -11,10 +11,14 @@
 //! is reshaped in registers to (BS, 2, DH); `extract` takes the halves, `cat` builds [-q2 | q1].
 //! cos/sin are seen the same way as (2S, D/2). Every view is a plain contiguous reshape, so the
 //! loads and the store can be TMA (hardware bounds checks instead of per-load branches).
+//!
+//! out's tile grid is (B*H, ceil(S/BS), 1); past 65535 position tiles (grid y's cap) the launch folds
+//! it into grid x (`ops::folds`, issue 16): `rope_folded` walks a mapped partition of out, one block
+//! per tile. Below that the plain grid runs (the benchmarked kernel).
 
 use crate::args::{DType, Request};
 use crate::config::{self, next_pow2, Config};
-use crate::ops::{ArgView, KernelSpec, Plan, Rt};
+use crate::ops::{self, ArgView, KernelSpec, Plan, Rt, LINEAR_MAP_3D};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -49,6 +53,40 @@ pub mod kernel {
         let yt: Tile<T, { [BS, 2, DH] }> = convert_tile(y);
         out.store(yt.reshape(shape![1, R, DH]));
     }
+
+    /// The same tile on a 1-D grid: out tile (head, position block, 0) comes from the mapped index.
+    #[cutile::entry()]
+    pub fn rope_folded<T: ElementType, const BS: i32, const R: i32, const DH: i32, const MAP: [i32; 3]>(
+        mut out: MappedPartitionMut<T, { [1, R, DH] }, MAP>,
+        q: &Tensor<T, { [-1, -1, -1] }>,
+        c: &Tensor<T, { [-1, -1] }>,
+        s: &Tensor<T, { [-1, -1] }>,
+    ) {
+        let part_q = q.partition(shape![1, R, DH]);
+        let part_c = c.partition(shape![R, DH]);
+        let part_s = s.partition(shape![R, DH]);
+        for index in out.iter_indices() {
+            let (head, blk, col) = index.components();
+            let qt: Tile<T, { [1, R, DH] }> = part_q.load([head, blk, col]);
+            let ct: Tile<T, { [R, DH] }> = part_c.load([blk, col]);
+            let st: Tile<T, { [R, DH] }> = part_s.load([blk, col]);
+            let qf: Tile<f32, { [1, R, DH] }> = convert_tile(qt);
+            let qf: Tile<f32, { [BS, 2, DH] }> = qf.reshape(shape![BS, 2, DH]);
+            let cf: Tile<f32, { [R, DH] }> = convert_tile(ct);
+            let cf: Tile<f32, { [BS, 2, DH] }> = cf.reshape(shape![BS, 2, DH]);
+            let sf: Tile<f32, { [R, DH] }> = convert_tile(st);
+            let sf: Tile<f32, { [BS, 2, DH] }> = sf.reshape(shape![BS, 2, DH]);
+            let i0: Tile<i32, { [] }> = scalar_to_tile(0i32);
+            let i1: Tile<i32, { [] }> = scalar_to_tile(1i32);
+            let q1: Tile<f32, { [BS, 1, DH] }> = extract(qf, [i0, i0, i0]);
+            let q2: Tile<f32, { [BS, 1, DH] }> = extract(qf, [i0, i1, i0]);
+            let zero: Tile<f32, { [BS, 1, DH] }> = constant(0.0f32, shape![BS, 1, DH]);
+            let rot: Tile<f32, { [BS, 2, DH] }> = cat(zero - q2, q1, 1i32);
+            let y: Tile<f32, { [BS, 2, DH] }> = qf * cf + rot * sf;
+            let yt: Tile<T, { [BS, 2, DH] }> = convert_tile(y);
+            out.store(yt.reshape(shape![1, R, DH]), index);
+        }
+    }
 }
 
 /// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
@@ -58,15 +96,26 @@ fn dh(d: i32) -> i32 {
     next_pow2((d / 2) as i64) as i32
 }
 
+/// out's tile grid (x, y, z) over the (B*H, 2S, D/2) view in (1, 2*BS, DH) tiles: B*H, ceil(S / BS), 1.
+pub fn tile_grid(dims: &[i32], cfg: &Config) -> Vec<i64> {
+    let bs = config::get(cfg, "BS");
+    vec![dims[0] as i64 * dims[1] as i64, ops::tiles(dims[2], bs), ops::tiles(dims[3] / 2, dh(dims[3]))]
+}
+
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (bh, s, d) = (dims[0] * dims[1], dims[2], dims[3]);
     let bs = config::get(cfg, "BS");
     let half = d / 2;
+    let folded = ops::folds(&tile_grid(dims, cfg));
+    let mut generics = vec![dtype.cutile_name().into(), bs.to_string(), (2 * bs).to_string(), dh(d).to_string()];
+    if folded {
+        generics.extend(LINEAR_MAP_3D.iter().map(|v| v.to_string()));
+    }
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: "rope",
-        generics: vec![dtype.cutile_name().into(), bs.to_string(), (2 * bs).to_string(), dh(d).to_string()],
+        function: if folded { "rope_folded" } else { "rope" },
+        generics,
         args: vec![
             ArgView::contiguous("out", 3, &[bh, 2 * s, half]),
             ArgView::contiguous("q", 0, &[bh, 2 * s, half]),
@@ -86,6 +135,14 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
         (a[0].borrow::<T>(rt, req), a[1].borrow::<T>(rt, req), a[2].borrow::<T>(rt, req), a[3].borrow::<T>(rt, req))
     };
     let dh = dh(plan.dims[3]) as usize;
-    let op = kernel::rope((&mut out).partition([1, 2 * bs as usize, dh]), &q, &c, &sn).generics(spec.generics).compile_options(spec.options);
-    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+    let tiles = (&mut out).partition([1, 2 * bs as usize, dh]);
+    let queued = if spec.function == "rope_folded" {
+        let blocks = ops::folded_blocks(&tile_grid(&plan.dims, &plan.cfg));
+        let op = kernel::rope_folded(tiles.map(LINEAR_MAP_3D, blocks), &q, &c, &sn).generics(spec.generics).compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else {
+        let op = kernel::rope(tiles, &q, &c, &sn).generics(spec.generics).compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    };
+    queued.map_err(|e| format!("{e}"))
 }

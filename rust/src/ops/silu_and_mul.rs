@@ -1,10 +1,14 @@
 //! silu_and_mul: out (M, H) = silu(x[:, :H]) * x[:, H:]. The two halves of x are passed as two strided
 //! views of the same memory (row stride 2H), so the kernel is a plain elementwise map over BR x BH
 //! tiles and H need not be a multiple of the tile. silu(g) = g / (1 + exp(-g)) in fp32.
+//!
+//! out's tile grid is (ceil(M/BR), ceil(H/BH)); past 65535 H tiles (grid y's cap) the launch folds it
+//! into grid x (`ops::folds`, issue 16): `silu_and_mul_folded` walks a mapped partition of out, one
+//! block per tile. Below that the plain 2-D kernel runs (the benchmarked one).
 
 use crate::args::{DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{ArgView, KernelSpec, Plan, Rt};
+use crate::ops::{self, ArgView, KernelSpec, Plan, Rt, LINEAR_MAP_2D};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -27,19 +31,51 @@ pub mod kernel {
         let y: Tile<T, { [BR, BH] }> = convert_tile(silu * u);
         out.store(y);
     }
+
+    /// The same tile on a 1-D grid: out tile (i, j) comes from the mapped index.
+    #[cutile::entry()]
+    pub fn silu_and_mul_folded<T: ElementType, const BR: i32, const BH: i32, const MAP: [i32; 2]>(
+        mut out: MappedPartitionMut<T, { [BR, BH] }, MAP>,
+        gate: &Tensor<T, { [-1, -1] }>,
+        up: &Tensor<T, { [-1, -1] }>,
+    ) {
+        let part_g = gate.partition(shape![BR, BH]);
+        let part_u = up.partition(shape![BR, BH]);
+        for index in out.iter_indices() {
+            let (i, j) = index.components();
+            let gt: Tile<T, { [BR, BH] }> = part_g.load([i, j]);
+            let ut: Tile<T, { [BR, BH] }> = part_u.load([i, j]);
+            let g: Tile<f32, { [BR, BH] }> = convert_tile(gt);
+            let u: Tile<f32, { [BR, BH] }> = convert_tile(ut);
+            let one: Tile<f32, { [BR, BH] }> = constant(1.0f32, shape![BR, BH]);
+            let silu: Tile<f32, { [BR, BH] }> = true_div(g, one + exp(negf(g)));
+            let y: Tile<T, { [BR, BH] }> = convert_tile(silu * u);
+            out.store(y, index);
+        }
+    }
 }
 
 /// The names of `Plan::dims` (the generated table binds and checks them; `ops::plan_with`).
 pub const DIMS: &[&str] = &["M", "H"];
 
+/// out's tile grid (x, y): ceil(M / BR), ceil(H / BH).
+pub fn tile_grid(dims: &[i32], cfg: &Config) -> Vec<i64> {
+    vec![ops::tiles(dims[0], config::get(cfg, "BR")), ops::tiles(dims[1], config::get(cfg, "BH"))]
+}
+
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (m, h) = (dims[0], dims[1]);
     let g = |k: &str| config::get(cfg, k).to_string();
+    let folded = ops::folds(&tile_grid(dims, cfg));
+    let mut generics = vec![dtype.cutile_name().into(), g("BR"), g("BH")];
+    if folded {
+        generics.extend(LINEAR_MAP_2D.iter().map(|v| v.to_string()));
+    }
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: "silu_and_mul",
-        generics: vec![dtype.cutile_name().into(), g("BR"), g("BH")],
+        function: if folded { "silu_and_mul_folded" } else { "silu_and_mul" },
+        generics,
         // gate and up are the two halves of x (row stride 2H); up starts H elements in.
         args: vec![
             ArgView::contiguous("out", 1, &[m, h]),
@@ -55,6 +91,14 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
     let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
     // SAFETY: gate and up are the two halves of the validated x; out is validated (see ArgView::borrow).
     let (mut out, gate, up) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req), spec.args[2].borrow::<T>(rt, req)) };
-    let op = kernel::silu_and_mul((&mut out).partition([br as usize, bh as usize]), &gate, &up).generics(spec.generics).compile_options(spec.options);
-    unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+    let tiles = (&mut out).partition([br as usize, bh as usize]);
+    let queued = if spec.function == "silu_and_mul_folded" {
+        let blocks = ops::folded_blocks(&tile_grid(&plan.dims, &plan.cfg));
+        let op = kernel::silu_and_mul_folded(tiles.map(LINEAR_MAP_2D, blocks), &gate, &up).generics(spec.generics).compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else {
+        let op = kernel::silu_and_mul(tiles, &gate, &up).generics(spec.generics).compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    };
+    queued.map_err(|e| format!("{e}"))
 }
