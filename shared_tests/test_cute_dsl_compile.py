@@ -85,7 +85,7 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
         # the row held in registers must really stay there: no local memory, no spill stores
         for k in cubin.analyse(elf):
             assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
-    if variant == "wgmma":
+    if variant.startswith("wgmma"):
         # the Hopper path must really be one: TMA loads completing on mbarriers, warpgroup MMAs, no spills
         assert "cp.async.bulk.tensor" in ptx and "mbarrier::complete_tx" in ptx, f"{op}: no TMA load in the PTX"
         assert "wgmma.mma_async.sync.aligned.m64n" in ptx, f"{op}: no wgmma in the PTX"
@@ -347,8 +347,75 @@ def test_attention_compiles_its_head_dim_in(fake_backend):
     for d in (64, 128):
         q = torch.randn(1, 2, 17, d, dtype=torch.bfloat16)
         b.implementations()["attention"](q, q, q, torch.empty_like(q), causal=True, scale=None)
-        assert kernels.builds[-1][:3] == ("attention", torch.bfloat16, f"d{d}")
+        assert kernels.builds[-1][:3] == ("attention", torch.bfloat16, f"wgmma_d{d}")
     assert kernels.launches[-1][3] == {"causal": True, "scale": None}
+
+
+def test_attention_takes_wgmma_when_tma_can_load_and_the_config_allows(fake_backend, monkeypatch):
+    b, kernels = fake_backend
+    attn = b.implementations()["attention"]
+    q = torch.randn(1, 4, 100, 64, dtype=torch.float16)
+    kv = torch.randn(1, 2, 33, 64, dtype=torch.float16)  # GQA, Sk != Sq
+    attn(q, kv, kv, torch.empty_like(q), causal=False, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.float16, "wgmma_d64", {"WGMMA": 1, "BM": 128, "BN": 128, "STAGES": 2})
+    dec = torch.randn(2, 8, 1, 128, dtype=torch.bfloat16)  # decode: one warpgroup of 64 rows
+    cache = torch.randn(2, 2, 300, 128, dtype=torch.bfloat16)
+    attn(dec, cache, cache, torch.empty_like(dec), causal=True, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.bfloat16, "wgmma_d128", {"WGMMA": 1, "BM": 64, "BN": 128, "STAGES": 2})
+    # a base TMA cannot address (2 bytes past a 16-byte boundary): the SIMT kernel, which has no knobs
+    odd = torch.zeros(1 * 4 * 100 * 64 + 1, dtype=torch.float16)[1:].view(1, 4, 100, 64)
+    attn(odd, kv, kv, torch.empty_like(q), causal=False, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.float16, "d64", {})
+    # the switches that take the wgmma kernel out without a code change: the config knob, the env var
+    b.set_config("attention", torch.float16, {"WGMMA": 0})
+    attn(q, kv, kv, torch.empty_like(q), causal=False, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.float16, "d64", {})
+    b.set_config("attention", torch.float16, None)
+    monkeypatch.setenv("TILEROSETTA_CUTE_DSL_ATTENTION", "simt")
+    assert variant_of("attention", [q, kv, kv, q], {"WGMMA": 1}) == "d64"
+    monkeypatch.delenv("TILEROSETTA_CUTE_DSL_ATTENTION")
+    assert variant_of("attention", [q, kv, kv, q], {"WGMMA": 1}) == "wgmma_d64"
+
+
+def test_attention_configs_refuse_what_cannot_run():
+    b = adapter.CuteDslBackend()
+    with pytest.raises(ValueError, match="WGMMA"):
+        b.check_config("attention", torch.bfloat16, {"WGMMA": 2})
+    with pytest.raises(ValueError, match="BN"):
+        b.check_config("attention", torch.bfloat16, {"BM": 128, "BN": 256, "STAGES": 2})
+    with pytest.raises(ValueError, match="shared memory"):
+        b.check_config("attention", torch.bfloat16, {"BM": 128, "BN": 128, "STAGES": 4})  # 288 KB at D=128
+    assert {"WGMMA": 0} in b.config_space("attention", torch.bfloat16)
+
+
+@needs_runtime
+@pytest.mark.parametrize("bm,bn,d", [(64, 64, 64), (128, 128, 128), (64, 128, 64)])
+def test_attention_p_reuses_the_score_registers(bm, bn, d):
+    """The wgmma attention feeds P to the P V wgmma from the registers that held S, converted element for
+    element, and reads a value's row slot as (i // 2) % 2. Both rest on the two MMAs' thread-value layouts:
+    value v of a thread's S fragment must be the (row, column) of value v % 8 of its A fragment in K block
+    v // 8 (16 columns further per block), and values 2, 3 of each 4 lie 8 rows below values 0, 1."""
+    import cutlass
+    import cutlass.cute as cute
+
+    from tilerosetta.kernels.cute_dsl import attention_wgmma
+
+    seen = {}
+
+    @cute.jit
+    def probe():
+        qk, pv = attention_wgmma.mmas(cutlass.BFloat16, bm, bn, d)
+        c, a = qk.tv_layout_C_tiled, pv.tv_layout_A_tiled  # (thread, value) -> row + BM * column
+        seen["s"] = [[cute.crd2idx((t, v), c) for v in range(bn // 2)] for t in range(cute.size(qk))]
+        seen["p"] = [[cute.crd2idx((t, v), a) for v in range(8)] for t in range(cute.size(pv))]
+
+    cute.compile(probe, options=f"--gpu-arch {ARCH}")
+    assert len(seen["s"]) == len(seen["p"]) == 2 * bm
+    for s_row, p_row in zip(seen["s"], seen["p"]):
+        assert s_row == [p_row[v % 8] + bm * 16 * (v // 8) for v in range(bn // 2)]
+        rows = [x % bm for x in s_row]
+        assert all(rows[v] == rows[v % 2] + 8 * ((v // 2) % 2) for v in range(bn // 2))
+        assert len({r for r in rows}) == 2  # two rows per thread
 
 
 @needs_runtime

@@ -9,7 +9,8 @@ go straight to the compiled function through TVM-FFI, which takes the torch tens
 launches on torch's current stream. The variant is chosen per call from the extents, dtype and the pointers'
 alignment (kernels/cute_dsl/__init__.py, variant_of): "vec" (128-bit accesses) or "scalar" for the
 memory-bound ops, "wgmma" (TMA + warpgroup MMA, fp16/bf16 with 16-byte row strides) or "simt" (everything
-else) for matmul / bmm, "d64" / "d128" (the head dim compiled in) for attention.
+else) for matmul / bmm, "wgmma_d64" / "wgmma_d128" (TMA + wgmma) or "d64" / "d128" (SIMT) for attention,
+the head dim compiled in; attention's config knob WGMMA (1 by default) can send a call to the SIMT kernel.
 
 The runtime is optional and large (~260 MB unpacked): CI does not install it, and the backend is then
 unavailable with that reason. Where it imports but no GPU is visible, the kernels still compile
@@ -51,7 +52,10 @@ def target_arch(major: int, minor: int) -> str:
 
 def specialization(op: str, dtype: torch.dtype, variant: str, dims: dict, cfg: dict) -> dict:
     """The config a call compiles with: the tile config plus, for a row op, how many vectors of its row each
-    thread keeps in registers (config.resident_chunks; a compile-time constant derived from N, not a knob)."""
+    thread keeps in registers (config.resident_chunks; a compile-time constant derived from N, not a knob).
+    Attention's SIMT kernel has no knobs: it compiles with {} whatever the config says."""
+    if op == "attention" and not variant.startswith("wgmma"):
+        return {}
     if op not in cfgmod.ROW_OPS:
         return dict(cfg)
     vec = 16 // torch.empty((), dtype=dtype).element_size() if variant == "vec" else 1
@@ -136,8 +140,9 @@ class CuteDslBackend(Backend):
         def fn(*tensors, **params):
             dtype = tensors[0].dtype
             dims = spec.dims_of(tensors[:n_tensors])
-            variant = variant_of(op, tensors[:n_tensors])
-            cfg = specialization(op, dtype, variant, dims, self.config_for(op, dtype, dims))
+            tile_cfg = self.config_for(op, dtype, dims)
+            variant = variant_of(op, tensors[:n_tensors], tile_cfg)
+            cfg = specialization(op, dtype, variant, dims, tile_cfg)
             compiled = self.compiled(op, dtype, variant, cfg, self._arch_of(tensors[0].device))
             with torch.cuda.device(tensors[0].device):  # TVM-FFI launches on this device's current stream
                 kernel_module(op).launch(compiled, *(_compact(t) for t in tensors), **params)

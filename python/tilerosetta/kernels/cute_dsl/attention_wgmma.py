@@ -1,0 +1,285 @@
+"""attention on Hopper tensor cores: out = softmax(q kᵀ * scale [+ causal mask]) v with TMA loads and
+warpgroup MMAs (wgmma) for both products, fp16/bf16, head dim D in {64, 128} compiled in.
+
+q, out (B, H, Sq, D); k, v (B, Hkv, Sk, D), Hkv dividing H: query head h reads key/value head
+h // (H / Hkv), which is only a different TMA coordinate. Causal: query i sees keys j <= i + (Sk - Sq)
+(aligned to the end of the keys). Sq = 1 (decode) is the one-row case of the same tile.
+
+One CTA computes BM query rows of one (b, h): BM / 64 warpgroups, each owning 64 rows (one m64 wgmma
+per product). Its loop walks BN keys at a time:
+  1. S = Q Kᵀ   (BM x BN, fp32 in registers): D / 16 wgmmas, Q and the K tile both read from shared memory
+     (K-major: k's rows are D-contiguous, as wgmma's B wants for Kᵀ);
+  2. online softmax on S in registers: per row the running max m and sum l; a thread holds two rows of
+     its warp's 16 and its values of those rows, a row's four threads (a quad) combine maxima by two
+     shuffles. Scores are scaled in base 2 (scale * log2 e), so exp2 replaces exp; masked scores (keys
+     past Sk, causal keys past the diagonal) are -inf before the max;
+  3. O = O * exp2(m_old - m_new) + P V: P (fp16/bf16) is fed to BN / 16 wgmmas straight from registers.
+     The accumulator layout of a 64 x BN wgmma and the A-register layout of a 64 x 16 one give a thread
+     the same (row, column) pairs in the same order (16 columns = 8 values per K block), so P is S's
+     fragment converted element for element, no shuffle (checked on the CPU: test_cute_dsl_compile.py).
+     V is read MN-major from shared memory (v's rows are D-contiguous = N-contiguous for P V).
+The running sum l is kept per thread over its own columns and combined across the quad once, at the
+end (every term of a row was rescaled by the same factors). A row with all keys masked so far keeps
+m = -inf; its exponent base is then 0, not -inf, so no inf - inf = NaN arises (causal rows always see
+key 0 in the first tile, so only padded rows could meet it).
+
+Loads: Q once by TMA (its own mbarrier), K and V tiles by TMA into a STAGES-deep ring (one full barrier
+per stage for both tiles, one empty barrier per stage that every warp arrives on when its MMAs of the
+stage have completed). TMA zero-fills rows past Sq / Sk, which the mask and the bounds-checked store
+ignore. No warp specialisation yet: warp 0 is also the producer and issues the loads of tile j + STAGES - 1
+at the top of iteration j, so they overlap the MMAs and softmax of tile j (the ring's order is the one
+of gemm_wgmma.py). The two wgmma groups of an iteration are waited for in full (wait_group(0)): no
+overlap of softmax with the tensor cores yet (FlashAttention-3's ping-pong / intra-warpgroup overlap).
+
+CTAs walk the query tiles of a head from the last one down, so causal CTAs with the most keys start first.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90
+from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.tensor_utils import LayoutEnum
+
+from tilerosetta.kernels.cute_dsl import common
+
+HEAD_DIMS = (64, 128)
+ALIGN_ELEMS = 8  # TMA: 16-byte aligned bases (the adapter checks; D * 2 bytes row strides always are)
+K_MAJOR = LayoutEnum.ROW_MAJOR  # an operand whose reduction dim is contiguous (q, k: D; p: keys)
+MN_MAJOR = LayoutEnum.COL_MAJOR  # an operand whose output dim is contiguous (v: D is P V's N)
+
+
+def mmas(dtype, bm: int, bn: int, d: int):
+    """The two tiled MMAs: S = Q Kᵀ (BM x BN, reduction D, both operands from shared memory) and
+    O = P V (BM x D, reduction BN, P from registers). BM / 64 warpgroups along M."""
+    wgs = (bm // 64, 1, 1)
+    qk = sm90.make_trivial_tiled_mma(dtype, dtype, K_MAJOR.sm90_mma_major_mode(), K_MAJOR.sm90_mma_major_mode(),
+                                     cutlass.Float32, wgs, (64, bn))
+    pv = sm90.make_trivial_tiled_mma(dtype, dtype, K_MAJOR.sm90_mma_major_mode(), MN_MAJOR.sm90_mma_major_mode(),
+                                     cutlass.Float32, wgs, (64, d), a_source=warpgroup.OperandSource.RMEM)
+    return qk, pv
+
+
+def _max(a, b):
+    return cutlass.max(a, b)
+
+
+def _add(a, b):
+    return a + b
+
+
+@cute.jit
+def _load_kv(tma_k: cute.CopyAtom, tKgK: cute.Tensor, tKsK: cute.Tensor, tma_v: cute.CopyAtom, tVgV: cute.Tensor,
+             tVsV: cute.Tensor, bar, j: cutlass.Int32, s: cutlass.Int32, tx_bytes: cutlass.Constexpr):
+    """Called by the whole producer warp (the TMA copy elects its lane with a warp-wide elect.sync): the
+    stage's bytes expected on `bar`, then the K and V tiles j into stage s."""
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, tx_bytes)
+    cute.copy(tma_k, tKgK[None, j], tKsK[None, s], tma_bar_ptr=bar)
+    cute.copy(tma_v, tVgV[None, j], tVsV[None, s], tma_bar_ptr=bar)
+
+
+@cute.kernel
+def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ: cute.Tensor,
+                            tma_k: cute.CopyAtom, mK: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
+                            mO: cute.Tensor, q_layout: cute.ComposedLayout, k_layout: cute.ComposedLayout,
+                            v_layout: cute.ComposedLayout, causal: cutlass.Int32, scale_log2: cutlass.Float32,
+                            bm_: cutlass.Constexpr, bn_: cutlass.Constexpr, d: cutlass.Constexpr,
+                            stages: cutlass.Constexpr, q_bytes: cutlass.Constexpr, kv_bytes: cutlass.Constexpr):
+    tidx, _, _ = cute.arch.thread_idx()
+    bx, _, _ = cute.arch.block_idx()
+    warp, lane = tidx // 32, tidx % 32
+    n_warps = cute.size(qk_mma) // 32
+    # mQ (Sq, D, H, B), mK (Sk, D, Hkv, B), mV (D, Sk, Hkv, B): TMA coordinate tensors; mO (B, H, Sq, D)
+    sq, heads = cute.size(mO, mode=[2]), cute.size(mO, mode=[1])
+    sk, kv_heads = cute.size(mK, mode=[0]), cute.size(mK, mode=[2])
+    m_tiles = cute.ceil_div(sq, bm_)
+    mt = m_tiles - 1 - bx % m_tiles  # the grid is (b, h, query tile): x only, y and z stop at 65535
+    bh = bx // m_tiles
+    h, b = bh % heads, bh // heads
+    hk = h // (heads // kv_heads)
+    m0 = mt * bm_
+    shift = sk - sq  # causal: query i sees keys j <= i + shift
+
+    # key tiles this CTA needs: all, or (causal) up to the diagonal of its last real row
+    n_tiles = cute.ceil_div(sk, bn_)
+    if causal != 0:
+        last_key = cutlass.min(m0 + bm_, sq) - 1 + shift
+        n_tiles = cutlass.max(cutlass.min(n_tiles, last_key // bn_ + 1), 1)
+
+    # ---- shared memory: Q, the K and V rings (swizzled as wgmma's descriptors expect), the barriers
+    smem = cutlass.memory.SmemAllocator()
+    dtype = mO.element_type
+    sQ = smem.allocate_tensor(dtype, q_layout.outer, byte_alignment=1024, swizzle=q_layout.inner)
+    sK = smem.allocate_tensor(dtype, k_layout.outer, byte_alignment=1024, swizzle=k_layout.inner)
+    sV = smem.allocate_tensor(dtype, v_layout.outer, byte_alignment=1024, swizzle=v_layout.inner)
+    q_bar = smem.allocate_array(cutlass.Int64, 1)
+    full = smem.allocate_array(cutlass.Int64, stages)
+    empty = smem.allocate_array(cutlass.Int64, stages)
+    if tidx == 0:
+        cpasync.prefetch_descriptor(tma_q)
+        cpasync.prefetch_descriptor(tma_k)
+        cpasync.prefetch_descriptor(tma_v)
+        cute.arch.mbarrier_init(q_bar, 1)
+        for s in cutlass.range_constexpr(stages):
+            cute.arch.mbarrier_init(full + s, 1)
+            cute.arch.mbarrier_init(empty + s, n_warps)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.sync_threads()
+
+    # ---- this CTA's tiles in TMA coordinates and their shared-memory destinations
+    gQ = cute.local_tile(mQ[None, None, h, b], (bm_, d), (None, 0))  # (BM, D, query tiles)
+    gK = cute.local_tile(mK[None, None, hk, b], (bn_, d), (None, 0))  # (BN, D, key tiles)
+    gV = cute.local_tile(mV[None, None, hk, b], (d, bn_), (0, None))  # (D, BN, key tiles)
+    tQsQ, tQgQ = cpasync.tma_partition(tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2),
+                                       cute.group_modes(gQ, 0, 2))
+    tKsK, tKgK = cpasync.tma_partition(tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2),
+                                       cute.group_modes(gK, 0, 2))
+    tVsV, tVgV = cpasync.tma_partition(tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2),
+                                       cute.group_modes(gV, 0, 2))
+
+    # ---- prologue: Q and the first STAGES - 1 key tiles in flight (fresh stages: no empty wait)
+    if warp == 0:
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_arrive_and_expect_tx(q_bar, q_bytes)
+        cute.copy(tma_q, tQgQ[None, mt], tQsQ[None, 0], tma_bar_ptr=q_bar)
+        for j in range(cutlass.min(stages - 1, n_tiles)):
+            _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + j, j, j, kv_bytes)
+
+    # ---- the MMA views: descriptors over Q and every stage of K and V; S, P and O in registers
+    thr_qk, thr_pv = qk_mma.get_slice(tidx), pv_mma.get_slice(tidx)
+    tSrQ = qk_mma.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, D / 16, 1)
+    tSrK = qk_mma.make_fragment_B(thr_qk.partition_B(sK))  # (MMA, 1, D / 16, stages)
+    tOrV = pv_mma.make_fragment_B(thr_pv.partition_B(sV))  # (MMA, 1, BN / 16, stages)
+    acc_s = qk_mma.make_fragment_C(thr_qk.partition_shape_C((bm_, bn_)))  # ((2, 2, BN / 8), 1, 1) fp32
+    acc_o = pv_mma.make_fragment_C(thr_pv.partition_shape_C((bm_, d)))  # ((2, 2, D / 8), 1, 1) fp32
+    tOrP = pv_mma.make_fragment_A(pv_mma.partition_shape_A((bm_, bn_)))  # ((2, 2, 2), 1, BN / 16) 16-bit
+    # the same registers seen with S's layout: P = S element for element (see the module docstring)
+    tOrP_as_s = cute.make_tensor(tOrP.iterator, acc_s.layout)
+    tScS = thr_qk.partition_C(cute.make_identity_tensor((bm_, bn_)))  # (row, key) in the tile of each S value
+    qk_mma.set(warpgroup.Field.ACCUMULATE, True)
+    pv_mma.set(warpgroup.Field.ACCUMULATE, True)
+    acc_o.fill(0.0)
+    # a thread's two rows: value i of S / O lies on row slot (i // 2) % 2 (the (2, 2, N / 8) fragment)
+    row_max = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+    row_sum = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+    minus_inf = cutlass.Float32(-math.inf)
+    row_max.fill(minus_inf)
+    row_sum.fill(0.0)
+    cute.arch.mbarrier_wait(q_bar, 0)
+
+    for j in range(n_tiles):
+        s = j % stages
+        nt = j + stages - 1  # producer warp: refill the stage tile j - 1 used (released by every warp)
+        if warp == 0 and nt < n_tiles:
+            if nt >= stages:
+                cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
+            _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + nt % stages, nt, nt % stages, kv_bytes)
+        cute.arch.mbarrier_wait(full + s, (j // stages) % 2)
+
+        # 1. S = Q Kᵀ
+        acc_s.fill(0.0)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(d // 16):
+            cute.gemm(qk_mma, acc_s, tSrQ[None, None, kb, 0], tSrK[None, None, kb, s], acc_s)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)
+
+        # 2. mask (only tiles that reach past Sk or past the diagonal of the tile's first row)
+        kv0 = j * bn_
+        if kv0 + bn_ > sk or (causal != 0 and kv0 + bn_ - 1 > m0 + shift):
+            for i in cutlass.range_constexpr(cute.size(acc_s)):
+                row, col = tScS[i]
+                key = kv0 + col
+                if key >= sk or (causal != 0 and key > m0 + row + shift):
+                    acc_s[i] = minus_inf
+        # online softmax: new row maxima, the rescale factor of what came before, P = exp2(S - max)
+        corr = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+        base = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+        for r in cutlass.range_constexpr(2):
+            mx = row_max[r]
+            for i in cutlass.range_constexpr(cute.size(acc_s)):
+                if cutlass.const_expr((i // 2) % 2 == r):
+                    mx = _max(mx, acc_s[i])
+            mx = cute.arch.warp_reduction(mx, _max, threads_in_group=4)  # the row's quad
+            b2 = mx * scale_log2
+            if mx == minus_inf:
+                b2 = cutlass.Float32(0.0)
+            corr[r] = cute.math.exp2(row_max[r] * scale_log2 - b2, fastmath=True)
+            base[r] = b2
+            row_max[r] = mx
+        part = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+        part.fill(0.0)
+        for i in cutlass.range_constexpr(cute.size(acc_s)):
+            r = (i // 2) % 2
+            p = cute.math.exp2(acc_s[i] * scale_log2 - base[r], fastmath=True)
+            acc_s[i] = p
+            part[r] = part[r] + p
+        for r in cutlass.range_constexpr(2):
+            row_sum[r] = row_sum[r] * corr[r] + part[r]
+        for i in cutlass.range_constexpr(cute.size(acc_o)):
+            acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
+        tOrP_as_s.store(acc_s.load().to(dtype))
+
+        # 3. O += P V
+        warpgroup.fence()  # the register writes of P and of the rescaled O before the wgmmas read them
+        for kb in cutlass.range_constexpr(bn_ // 16):
+            cute.gemm(pv_mma, acc_o, tOrP[None, None, kb], tOrV[None, None, kb, s], acc_o)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)
+        if lane == 0:
+            cute.arch.mbarrier_arrive(empty + s)  # this warp is done with stage s
+
+    # ---- epilogue: O / l, bounds-checked store of the real rows (pairs of adjacent columns: 32-bit stores)
+    inv = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+    for r in cutlass.range_constexpr(2):
+        total = cute.arch.warp_reduction(row_sum[r], _add, threads_in_group=4)
+        inv[r] = cutlass.Float32(1.0) / total
+    gO = cute.local_tile(mO[b, h, None, None], (bm_, d), (mt, 0))
+    tOgO = thr_pv.partition_C(gO)
+    tOcO = thr_pv.partition_C(cute.make_identity_tensor((bm_, d)))
+    for i in cutlass.range_constexpr(0, cute.size(acc_o), 2):
+        row, _ = tOcO[i]
+        if m0 + row < sq:
+            r = (i // 2) % 2
+            tOgO[i] = (acc_o[i] * inv[r]).to(dtype)
+            tOgO[i + 1] = (acc_o[i + 1] * inv[r]).to(dtype)
+
+
+@cute.jit
+def attention_wgmma(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, causal: cutlass.Int32,
+                    scale_log2: cutlass.Float32, stream, d: cutlass.Constexpr, bm_: cutlass.Constexpr,
+                    bn_: cutlass.Constexpr, stages: cutlass.Constexpr):
+    # torch's row-major (B, H, S, D) as TMA coordinate tensors: q, k (S, D, H, B) K-major operands of
+    # Q Kᵀ; v (D, Sk, Hkv, B), D-contiguous = the N-major B operand of P V
+    mQ = cute.make_tensor(q.iterator, cute.select(q.layout, mode=[2, 3, 1, 0]))
+    mK = cute.make_tensor(k.iterator, cute.select(k.layout, mode=[2, 3, 1, 0]))
+    mV = cute.make_tensor(v.iterator, cute.select(v.layout, mode=[3, 2, 1, 0]))
+    dtype = q.element_type
+    qk_mma, pv_mma = mmas(dtype, bm_, bn_, d)
+    q_layout = sm90.make_smem_layout_a(K_MAJOR, (bm_, bn_, d), dtype, 1)  # (BM, D, 1)
+    k_layout = sm90.make_smem_layout_b(K_MAJOR, (bm_, bn_, d), dtype, stages)  # (BN, D, stages)
+    v_layout = sm90.make_smem_layout_b(MN_MAJOR, (bm_, d, bn_), dtype, stages)  # (D, BN, stages)
+    op = cpasync.CopyBulkTensorTileG2SOp()
+    tma_q, tma_mQ = cpasync.make_tiled_tma_atom(op, mQ, cute.slice_(q_layout, (None, None, 0)), (bm_, d))
+    tma_k, tma_mK = cpasync.make_tiled_tma_atom(op, mK, cute.slice_(k_layout, (None, None, 0)), (bn_, d))
+    tma_v, tma_mV = cpasync.make_tiled_tma_atom(op, mV, cute.slice_(v_layout, (None, None, 0)), (d, bn_))
+    q_bytes = bm_ * d * dtype.width // 8
+    kv_bytes = 2 * bn_ * d * dtype.width // 8
+    batch, heads, sq = cute.size(q, mode=[0]), cute.size(q, mode=[1]), cute.size(q, mode=[2])
+    _attention_wgmma_kernel(qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, out, q_layout, k_layout,
+                            v_layout, causal, scale_log2, bm_, bn_, d, stages, q_bytes, kv_bytes).launch(
+        grid=[cute.ceil_div(sq, bm_) * heads * batch, 1, 1], block=[cute.size(qk_mma), 1, 1], stream=stream)
+
+
+def build(dtype, d: int, cfg: dict):
+    """(jit function, fake args): q, k, v 16-byte aligned (what TMA needs; TVM-FFI refuses a tensor that
+    breaks it), every extent but D symbolic."""
+    b, h, hkv, sq, sk = (common.sym() for _ in range(5))
+    q, out = (common.fake(dtype, (b, h, sq, d), ALIGN_ELEMS) for _ in range(2))
+    k, v = common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS), common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS)
+    return attention_wgmma, (q, k, v, out, cutlass.Int32(0), cutlass.Float32(1.0), common.stream(), d, cfg["BM"],
+                             cfg["BN"], cfg["STAGES"])
