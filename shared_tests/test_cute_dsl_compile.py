@@ -51,8 +51,10 @@ def _specializations(op, dtype, variant):
     extra = (LONG_ROW,) if op in cfgmod.ROW_OPS else ()
     for dims in [c.dims for c in tuple(spec.cases) + tuple(spec.bench_cases)] + list(extra):
         c = adapter.specialization(op, dtype, variant, dims, cfgmod.default_config(op, dtype_name(dtype), dims))
-        if c not in seen:
-            seen.append(c)
+        # attention's wgmma kernel: also its simple loop (PIPE=0), what TILEROSETTA_CUTE_DSL_ATTENTION=simple runs
+        for c in [c] + ([{**c, "PIPE": 0}] if op == "attention" and c.get("PIPE") else []):
+            if c not in seen:
+                seen.append(c)
     return seen
 
 
@@ -95,6 +97,11 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
                 assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
                 assert k.mix["HGMMA.64"] or any(i.startswith("HGMMA") for i in k.mix), f"{op}: no HGMMA in the SASS"
                 assert any(i.startswith("UTMALDG") for i in k.mix), f"{op}: no TMA load (UTMALDG) in the SASS"
+                if op == "attention":
+                    # ptxas serialises the wgmmas (one WARPGROUP.ARRIVE per HGMMA, warning C7514) when it
+                    # cannot prove accumulators retired before other code reads them: then nothing overlaps
+                    assert k.mix["WARPGROUP.ARRIVE"] <= 4 < k.mix["HGMMA.64"], \
+                        f"{op} {cfg}: wgmmas serialised ({k.mix['WARPGROUP.ARRIVE']} arrives, {k.mix['HGMMA.64']} HGMMA)"
     if variant == "vec":
         assert "ld.global.v4" in ptx or "ld.global.nc.v4" in ptx, f"{op} vec variant: no 128-bit load in the PTX"
         assert "st.global.v4" in ptx, f"{op} vec variant: no 128-bit store in the PTX"
@@ -357,11 +364,13 @@ def test_attention_takes_wgmma_when_tma_can_load_and_the_config_allows(fake_back
     q = torch.randn(1, 4, 100, 64, dtype=torch.float16)
     kv = torch.randn(1, 2, 33, 64, dtype=torch.float16)  # GQA, Sk != Sq
     attn(q, kv, kv, torch.empty_like(q), causal=False, scale=None)
-    assert kernels.builds[-1] == ("attention", torch.float16, "wgmma_d64", {"WGMMA": 1, "BM": 128, "BN": 128, "STAGES": 2})
+    assert kernels.builds[-1] == ("attention", torch.float16, "wgmma_d64",
+                                  {"WGMMA": 1, "BM": 128, "BN": 128, "STAGES": 3, "PIPE": 1})
     dec = torch.randn(2, 8, 1, 128, dtype=torch.bfloat16)  # decode: one warpgroup of 64 rows
     cache = torch.randn(2, 2, 300, 128, dtype=torch.bfloat16)
     attn(dec, cache, cache, torch.empty_like(dec), causal=True, scale=None)
-    assert kernels.builds[-1] == ("attention", torch.bfloat16, "wgmma_d128", {"WGMMA": 1, "BM": 64, "BN": 128, "STAGES": 2})
+    assert kernels.builds[-1] == ("attention", torch.bfloat16, "wgmma_d128",
+                                  {"WGMMA": 1, "BM": 64, "BN": 128, "STAGES": 3, "PIPE": 1})
     # a base TMA cannot address (2 bytes past a 16-byte boundary): the SIMT kernel, which has no knobs
     odd = torch.zeros(1 * 4 * 100 * 64 + 1, dtype=torch.float16)[1:].view(1, 4, 100, 64)
     attn(odd, kv, kv, torch.empty_like(q), causal=False, scale=None)
@@ -371,6 +380,10 @@ def test_attention_takes_wgmma_when_tma_can_load_and_the_config_allows(fake_back
     attn(q, kv, kv, torch.empty_like(q), causal=False, scale=None)
     assert kernels.builds[-1] == ("attention", torch.float16, "d64", {})
     b.set_config("attention", torch.float16, None)
+    monkeypatch.setenv("TILEROSETTA_CUTE_DSL_ATTENTION", "simple")  # the wgmma kernel's simple loop
+    attn(q, kv, kv, torch.empty_like(q), causal=False, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.float16, "wgmma_d64",
+                                  {"WGMMA": 1, "BM": 128, "BN": 128, "STAGES": 3, "PIPE": 0})
     monkeypatch.setenv("TILEROSETTA_CUTE_DSL_ATTENTION", "simt")
     assert variant_of("attention", [q, kv, kv, q], {"WGMMA": 1}) == "d64"
     monkeypatch.delenv("TILEROSETTA_CUTE_DSL_ATTENTION")
@@ -381,6 +394,8 @@ def test_attention_configs_refuse_what_cannot_run():
     b = adapter.CuteDslBackend()
     with pytest.raises(ValueError, match="WGMMA"):
         b.check_config("attention", torch.bfloat16, {"WGMMA": 2})
+    with pytest.raises(ValueError, match="PIPE"):
+        b.check_config("attention", torch.bfloat16, {"PIPE": True})
     with pytest.raises(ValueError, match="BN"):
         b.check_config("attention", torch.bfloat16, {"BM": 128, "BN": 256, "STAGES": 2})
     with pytest.raises(ValueError, match="shared memory"):

@@ -10,7 +10,9 @@ launches on torch's current stream. The variant is chosen per call from the exte
 alignment (kernels/cute_dsl/__init__.py, variant_of): "vec" (128-bit accesses) or "scalar" for the
 memory-bound ops, "wgmma" (TMA + warpgroup MMA, fp16/bf16 with 16-byte row strides) or "simt" (everything
 else) for matmul / bmm, "wgmma_d64" / "wgmma_d128" (TMA + wgmma) or "d64" / "d128" (SIMT) for attention,
-the head dim compiled in; attention's config knob WGMMA (1 by default) can send a call to the SIMT kernel.
+the head dim compiled in; attention's config knob WGMMA (1 by default) can send a call to the SIMT kernel,
+and TILEROSETTA_CUTE_DSL_ATTENTION=simt / =simple take every call to the SIMT kernel / the wgmma kernel's
+simple (not pipelined) loop: GPU diagnosis switches that need no code change.
 
 The runtime is optional and large (~260 MB unpacked): CI does not install it, and the backend is then
 unavailable with that reason. Where it imports but no GPU is visible, the kernels still compile
@@ -21,12 +23,13 @@ On the H200 it comes from the peers' bundle (tools/peers-bundle.sh, tools/gpu-pe
 from __future__ import annotations
 
 import importlib.metadata as md
+import os
 import time
 
 import torch
 
 from tilerosetta.backends.base import Backend
-from tilerosetta.kernels.cute_dsl import KERNEL_MODULES, MISSING, kernel_module, variant_of
+from tilerosetta.kernels.cute_dsl import FORCE_ATTENTION_ENV, KERNEL_MODULES, MISSING, kernel_module, variant_of
 from tilerosetta.kernels.cute_dsl import config as cfgmod
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -53,9 +56,14 @@ def target_arch(major: int, minor: int) -> str:
 def specialization(op: str, dtype: torch.dtype, variant: str, dims: dict, cfg: dict) -> dict:
     """The config a call compiles with: the tile config plus, for a row op, how many vectors of its row each
     thread keeps in registers (config.resident_chunks; a compile-time constant derived from N, not a knob).
-    Attention's SIMT kernel has no knobs: it compiles with {} whatever the config says."""
-    if op == "attention" and not variant.startswith("wgmma"):
-        return {}
+    Attention's SIMT kernel has no knobs: it compiles with {} whatever the config says; its wgmma kernel
+    takes the simple loop (PIPE=0) whatever the config says when TILEROSETTA_CUTE_DSL_ATTENTION=simple."""
+    if op == "attention":
+        if not variant.startswith("wgmma"):
+            return {}
+        if os.environ.get(FORCE_ATTENTION_ENV) == "simple":
+            return {**cfg, "PIPE": 0}
+        return dict(cfg)
     if op not in cfgmod.ROW_OPS:
         return dict(cfg)
     vec = 16 // torch.empty((), dtype=dtype).element_size() if variant == "vec" else 1

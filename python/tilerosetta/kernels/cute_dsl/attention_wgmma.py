@@ -26,10 +26,17 @@ key 0 in the first tile, so only padded rows could meet it).
 Loads: Q once by TMA (its own mbarrier), K and V tiles by TMA into a STAGES-deep ring (one full barrier
 per stage for both tiles, one empty barrier per stage that every warp arrives on when its MMAs of the
 stage have completed). TMA zero-fills rows past Sq / Sk, which the mask and the bounds-checked store
-ignore. No warp specialisation yet: warp 0 is also the producer and issues the loads of tile j + STAGES - 1
-at the top of iteration j, so they overlap the MMAs and softmax of tile j (the ring's order is the one
-of gemm_wgmma.py). The two wgmma groups of an iteration are waited for in full (wait_group(0)): no
-overlap of softmax with the tensor cores yet (FlashAttention-3's ping-pong / intra-warpgroup overlap).
+ignore. No warp specialisation: warp 0 is also the producer and refills a stage once every warp has
+released it (the ring's order is the one of gemm_wgmma.py).
+
+Two main loops, chosen at compile time by the config knob PIPE:
+  PIPE=0, simple: per key tile, Q Kᵀ, wait, softmax, P V, wait. The tensor cores idle during the softmax
+    (only the CTA's other warpgroup, unscheduled, can fill the gap).
+  PIPE=1, pipelined (the default): the order of FlashAttention-3's intra-warpgroup overlap, written from
+    its paper's description: Q K(j+1)ᵀ is issued into a second score accumulator before P(j) V, and the
+    softmax of tile j + 1 runs while P(j) V is on the tensor cores. Both groups of an iteration retire
+    before the next rescale of O (ptxas serialises every wgmma of the kernel, warning C7514, when code
+    reads accumulators it cannot prove retired; the compile test checks the SASS for it).
 
 CTAs walk the query tiles of a head from the last one down, so causal CTAs with the most keys start first.
 """
@@ -82,13 +89,61 @@ def _load_kv(tma_k: cute.CopyAtom, tKgK: cute.Tensor, tKsK: cute.Tensor, tma_v: 
     cute.copy(tma_v, tVgV[None, j], tVsV[None, s], tma_bar_ptr=bar)
 
 
+@cute.jit
+def _online_softmax(acc_s: cute.Tensor, row_max: cute.Tensor, row_sum: cute.Tensor, corr: cute.Tensor,
+                    tScS: cute.Tensor, kv0: cutlass.Int32, m0: cutlass.Int32, sk: cutlass.Int32,
+                    shift: cutlass.Int32, causal: cutlass.Int32, scale_log2: cutlass.Float32,
+                    bn_: cutlass.Constexpr):
+    """One key tile of the online softmax on a thread's scores acc_s (two rows: value i on row slot
+    (i // 2) % 2): masks it, updates the row maxima and sums, leaves P = exp2((S - max) * scale_log2) in
+    acc_s (fp32) and the factor that rescales what came before in corr."""
+    minus_inf = cutlass.Float32(-math.inf)
+    # mask only tiles that reach past Sk or past the diagonal of the tile's first row
+    n = cute.size(acc_s)
+    if kv0 + bn_ > sk or (causal != 0 and kv0 + bn_ - 1 > m0 + shift):
+        for i in cutlass.range_constexpr(n):
+            row, col = tScS[i]
+            key = kv0 + col
+            if key >= sk or (causal != 0 and key > m0 + row + shift):
+                acc_s[i] = minus_inf
+    base = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+    for r in cutlass.range_constexpr(2):
+        mx = row_max[r]
+        for i in cutlass.range_constexpr(n):
+            if cutlass.const_expr((i // 2) % 2 == r):
+                mx = _max(mx, acc_s[i])
+        mx = cute.arch.warp_reduction(mx, _max, threads_in_group=4)  # the row's quad
+        b2 = mx * scale_log2
+        if mx == minus_inf:
+            b2 = cutlass.Float32(0.0)
+        corr[r] = cute.math.exp2(row_max[r] * scale_log2 - b2, fastmath=True)
+        base[r] = b2
+        row_max[r] = mx
+    part = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+    part.fill(0.0)
+    for i in cutlass.range_constexpr(n):
+        r = (i // 2) % 2
+        p = cute.math.exp2(acc_s[i] * scale_log2 - base[r], fastmath=True)
+        acc_s[i] = p
+        part[r] = part[r] + p
+    for r in cutlass.range_constexpr(2):
+        row_sum[r] = row_sum[r] * corr[r] + part[r]
+
+
+@cute.jit
+def _rescale(acc_o: cute.Tensor, corr: cute.Tensor):
+    for i in cutlass.range_constexpr(cute.size(acc_o)):
+        acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
+
+
 @cute.kernel
 def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ: cute.Tensor,
                             tma_k: cute.CopyAtom, mK: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
                             mO: cute.Tensor, q_layout: cute.ComposedLayout, k_layout: cute.ComposedLayout,
                             v_layout: cute.ComposedLayout, causal: cutlass.Int32, scale_log2: cutlass.Float32,
                             bm_: cutlass.Constexpr, bn_: cutlass.Constexpr, d: cutlass.Constexpr,
-                            stages: cutlass.Constexpr, q_bytes: cutlass.Constexpr, kv_bytes: cutlass.Constexpr):
+                            stages: cutlass.Constexpr, pipelined: cutlass.Constexpr, q_bytes: cutlass.Constexpr,
+                            kv_bytes: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
     warp, lane = tidx // 32, tidx % 32
@@ -141,12 +196,14 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
     tVsV, tVgV = cpasync.tma_partition(tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2),
                                        cute.group_modes(gV, 0, 2))
 
-    # ---- prologue: Q and the first STAGES - 1 key tiles in flight (fresh stages: no empty wait)
+    # ---- prologue: Q and the first key tiles in flight (fresh stages: no empty wait)
     if warp == 0:
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(q_bar, q_bytes)
         cute.copy(tma_q, tQgQ[None, mt], tQsQ[None, 0], tma_bar_ptr=q_bar)
-        for j in range(cutlass.min(stages - 1, n_tiles)):
+        # the simple loop refills a stage at the top of the iteration after its release, the pipelined
+        # one at the end of the iteration that releases it: it starts with every stage in flight
+        for j in range(cutlass.min(stages if pipelined else stages - 1, n_tiles)):
             _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + j, j, j, kv_bytes)
 
     # ---- the MMA views: descriptors over Q and every stage of K and V; S, P and O in registers
@@ -171,67 +228,81 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
     row_sum.fill(0.0)
     cute.arch.mbarrier_wait(q_bar, 0)
 
-    for j in range(n_tiles):
-        s = j % stages
-        nt = j + stages - 1  # producer warp: refill the stage tile j - 1 used (released by every warp)
-        if warp == 0 and nt < n_tiles:
-            if nt >= stages:
-                cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
-            _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + nt % stages, nt, nt % stages, kv_bytes)
-        cute.arch.mbarrier_wait(full + s, (j // stages) % 2)
+    corr = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)  # a tile's rescale factor per row
+    if cutlass.const_expr(not pipelined):
+        for j in range(n_tiles):
+            s = j % stages
+            nt = j + stages - 1  # producer warp: refill the stage tile j - 1 used (released by every warp)
+            if warp == 0 and nt < n_tiles:
+                if nt >= stages:
+                    cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
+                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + nt % stages, nt, nt % stages, kv_bytes)
+            cute.arch.mbarrier_wait(full + s, (j // stages) % 2)
 
-        # 1. S = Q Kᵀ
+            # 1. S = Q Kᵀ
+            acc_s.fill(0.0)
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(d // 16):
+                cute.gemm(qk_mma, acc_s, tSrQ[None, None, kb, 0], tSrK[None, None, kb, s], acc_s)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            # 2. mask, online softmax: S -> P (fp32), O rescaled, P converted into the A registers
+            _online_softmax(acc_s, row_max, row_sum, corr, tScS, j * bn_, m0, sk, shift, causal, scale_log2, bn_)
+            _rescale(acc_o, corr)
+            tOrP_as_s.store(acc_s.load().to(dtype))
+            # 3. O += P V
+            warpgroup.fence()  # the register writes of P and of the rescaled O before the wgmmas read them
+            for kb in cutlass.range_constexpr(bn_ // 16):
+                cute.gemm(pv_mma, acc_o, tOrP[None, None, kb], tOrV[None, None, kb, s], acc_o)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            if lane == 0:
+                cute.arch.mbarrier_arrive(empty + s)  # this warp is done with stage s
+    else:
+        # Pipelined: the softmax of tile j + 1 runs while the tensor cores compute P(j) V, the order of
+        # FlashAttention-3's intra-warpgroup overlap. Per iteration j (P(j) and its rescale factor ready):
+        #   issue Q K(j+1)ᵀ into acc_n; rescale O; issue P(j) V; wait_group(1) (groups retire in order:
+        #   the scores are in); softmax of tile j + 1 -> P(j+1); wait_group(0) (P(j) V done); release stage.
+        # O is only rescaled with no P V in flight (ptxas serialises every wgmma when registers it cannot
+        # prove retired are read). The last tile recomputes its own scores (its stage is never released),
+        # so every iteration issues the same wgmmas; its softmax is skipped.
+        acc_n = qk_mma.make_fragment_C(thr_qk.partition_shape_C((bm_, bn_)))
+        cute.arch.mbarrier_wait(full, 0)
         acc_s.fill(0.0)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(d // 16):
-            cute.gemm(qk_mma, acc_s, tSrQ[None, None, kb, 0], tSrK[None, None, kb, s], acc_s)
+            cute.gemm(qk_mma, acc_s, tSrQ[None, None, kb, 0], tSrK[None, None, kb, 0], acc_s)
         warpgroup.commit_group()
         warpgroup.wait_group(0)
-
-        # 2. mask (only tiles that reach past Sk or past the diagonal of the tile's first row)
-        kv0 = j * bn_
-        if kv0 + bn_ > sk or (causal != 0 and kv0 + bn_ - 1 > m0 + shift):
-            for i in cutlass.range_constexpr(cute.size(acc_s)):
-                row, col = tScS[i]
-                key = kv0 + col
-                if key >= sk or (causal != 0 and key > m0 + row + shift):
-                    acc_s[i] = minus_inf
-        # online softmax: new row maxima, the rescale factor of what came before, P = exp2(S - max)
-        corr = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
-        base = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
-        for r in cutlass.range_constexpr(2):
-            mx = row_max[r]
-            for i in cutlass.range_constexpr(cute.size(acc_s)):
-                if cutlass.const_expr((i // 2) % 2 == r):
-                    mx = _max(mx, acc_s[i])
-            mx = cute.arch.warp_reduction(mx, _max, threads_in_group=4)  # the row's quad
-            b2 = mx * scale_log2
-            if mx == minus_inf:
-                b2 = cutlass.Float32(0.0)
-            corr[r] = cute.math.exp2(row_max[r] * scale_log2 - b2, fastmath=True)
-            base[r] = b2
-            row_max[r] = mx
-        part = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
-        part.fill(0.0)
-        for i in cutlass.range_constexpr(cute.size(acc_s)):
-            r = (i // 2) % 2
-            p = cute.math.exp2(acc_s[i] * scale_log2 - base[r], fastmath=True)
-            acc_s[i] = p
-            part[r] = part[r] + p
-        for r in cutlass.range_constexpr(2):
-            row_sum[r] = row_sum[r] * corr[r] + part[r]
-        for i in cutlass.range_constexpr(cute.size(acc_o)):
-            acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
-        tOrP_as_s.store(acc_s.load().to(dtype))
-
-        # 3. O += P V
-        warpgroup.fence()  # the register writes of P and of the rescaled O before the wgmmas read them
-        for kb in cutlass.range_constexpr(bn_ // 16):
-            cute.gemm(pv_mma, acc_o, tOrP[None, None, kb], tOrV[None, None, kb, s], acc_o)
-        warpgroup.commit_group()
-        warpgroup.wait_group(0)
-        if lane == 0:
-            cute.arch.mbarrier_arrive(empty + s)  # this warp is done with stage s
+        _online_softmax(acc_s, row_max, row_sum, corr, tScS, 0, m0, sk, shift, causal, scale_log2, bn_)
+        for j in range(n_tiles):
+            s = j % stages
+            jn = cutlass.min(j + 1, n_tiles - 1)
+            s1 = jn % stages
+            cute.arch.mbarrier_wait(full + s1, (jn // stages) % 2)
+            acc_n.fill(0.0)
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(d // 16):
+                cute.gemm(qk_mma, acc_n, tSrQ[None, None, kb, 0], tSrK[None, None, kb, s1], acc_n)
+            warpgroup.commit_group()
+            _rescale(acc_o, corr)
+            tOrP_as_s.store(acc_s.load().to(dtype))
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(bn_ // 16):
+                cute.gemm(pv_mma, acc_o, tOrP[None, None, kb], tOrV[None, None, kb, s], acc_o)
+            warpgroup.commit_group()
+            warpgroup.wait_group(1)  # the scores of tile j + 1 are in (P(j) V may still run)
+            if j + 1 < n_tiles:
+                _online_softmax(acc_n, row_max, row_sum, corr, tScS, (j + 1) * bn_, m0, sk, shift, causal,
+                                scale_log2, bn_)
+                acc_s.store(acc_n.load())
+            warpgroup.wait_group(0)  # P(j) V done: stage s is free
+            if lane == 0:
+                cute.arch.mbarrier_arrive(empty + s)
+            nt = j + stages  # producer warp: tile j + STAGES into stage s once every warp released it
+            if warp == 0 and nt < n_tiles:
+                cute.arch.mbarrier_wait(empty + s, (j // stages) % 2)
+                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + s, nt, s, kv_bytes)
 
     # ---- epilogue: O / l, bounds-checked store of the real rows (pairs of adjacent columns: 32-bit stores)
     inv = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
@@ -252,7 +323,7 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
 @cute.jit
 def attention_wgmma(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, causal: cutlass.Int32,
                     scale_log2: cutlass.Float32, stream, d: cutlass.Constexpr, bm_: cutlass.Constexpr,
-                    bn_: cutlass.Constexpr, stages: cutlass.Constexpr):
+                    bn_: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr):
     # torch's row-major (B, H, S, D) as TMA coordinate tensors: q, k (S, D, H, B) K-major operands of
     # Q Kᵀ; v (D, Sk, Hkv, B), D-contiguous = the N-major B operand of P V
     mQ = cute.make_tensor(q.iterator, cute.select(q.layout, mode=[2, 3, 1, 0]))
@@ -271,7 +342,8 @@ def attention_wgmma(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Te
     kv_bytes = 2 * bn_ * d * dtype.width // 8
     batch, heads, sq = cute.size(q, mode=[0]), cute.size(q, mode=[1]), cute.size(q, mode=[2])
     _attention_wgmma_kernel(qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, out, q_layout, k_layout,
-                            v_layout, causal, scale_log2, bm_, bn_, d, stages, q_bytes, kv_bytes).launch(
+                            v_layout, causal, scale_log2, bm_, bn_, d, stages, pipelined, q_bytes,
+                            kv_bytes).launch(
         grid=[cute.ceil_div(sq, bm_) * heads * batch, 1, 1], block=[cute.size(qk_mma), 1, 1], stream=stream)
 
 
@@ -282,4 +354,4 @@ def build(dtype, d: int, cfg: dict):
     q, out = (common.fake(dtype, (b, h, sq, d), ALIGN_ELEMS) for _ in range(2))
     k, v = common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS), common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS)
     return attention_wgmma, (q, k, v, out, cutlass.Int32(0), cutlass.Float32(1.0), common.stream(), d, cfg["BM"],
-                             cfg["BN"], cfg["STAGES"])
+                             cfg["BN"], cfg["STAGES"], bool(cfg.get("PIPE", 0)))

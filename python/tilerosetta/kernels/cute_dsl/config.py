@@ -13,6 +13,8 @@ Knobs:
   WGMMA          1: the TMA + wgmma kernel for calls it can take; 0: the SIMT kernel (attention.py) always
   BM             query rows per CTA (BM / 64 warpgroups); BN keys per step (the N of Q Kᵀ, the K of P V)
   STAGES         depth of the K/V ring (each stage 2 x BN x D halves)
+  PIPE           1: the softmax of key tile j + 1 overlaps the P V wgmmas of tile j (a second score
+                 accumulator, ~230-246 registers); 0: the simple loop, each step waited for in full (126-164)
 
 Not a knob but part of a row op's compiled specialization: CHUNKS (`resident_chunks`), how many vectors of
 its row each thread keeps in registers between the reduction and the write (one read of x from memory);
@@ -65,7 +67,8 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
     if op == "attention":
         # one warpgroup (64 rows) when the queries fit it (decode, short prefills): a second one would
         # only multiply padding rows; else two, 128 x 128 score tiles (64 fp32 per thread) in both cases
-        return {"WGMMA": 1, "BM": 64 if dims.get("S", 1) <= 64 else 128, "BN": 128, "STAGES": 2}
+        # pipelined loop, 3 stages: tile j + STAGES is loaded once tile j is done, a whole step ahead of use
+        return {"WGMMA": 1, "BM": 64 if dims.get("S", 1) <= 64 else 128, "BN": 128, "STAGES": 3, "PIPE": 1}
     return {}
 
 
@@ -96,8 +99,8 @@ def config_space(op: str, dtype: str) -> list[dict]:
         return [c for bm in (64, 128) for bn in (64, 128, 256) for st in (2, 3, 4, 5, 6)
                 if gemm_smem_bytes(c := {"BM": bm, "BN": bn, "STAGES": st}) <= SMEM_LIMIT]
     if op == "attention":
-        return [{"WGMMA": 1, "BM": bm, "BN": bn, "STAGES": st} for bm in (64, 128) for bn in (64, 128)
-                for st in (2, 3)] + [{"WGMMA": 0}]
+        return [{"WGMMA": 1, "BM": bm, "BN": bn, "STAGES": st, "PIPE": pipe} for bm in (64, 128)
+                for bn in (64, 128) for st in (2, 3) for pipe in (1, 0)] + [{"WGMMA": 0}]
     return []
 
 
@@ -126,6 +129,8 @@ def check_config(op: str, config: dict) -> None:
     if op == "attention":
         if config.get("WGMMA", 1) not in (0, 1) or isinstance(config.get("WGMMA"), bool):
             raise ValueError(f"cute_dsl.{op}: WGMMA={config['WGMMA']!r} must be 1 (the wgmma kernel) or 0 (SIMT)")
+        if config.get("PIPE", 1) not in (0, 1) or isinstance(config.get("PIPE"), bool):
+            raise ValueError(f"cute_dsl.{op}: PIPE={config['PIPE']!r} must be 1 (pipelined loop) or 0 (simple)")
         if config.get("BM", 64) not in (64, 128) or config.get("BN", 64) not in (64, 128):
             raise ValueError(f"cute_dsl.{op}: BM={config.get('BM')} (warpgroups of 64 query rows) and "
                              f"BN={config.get('BN')} (keys per step) must each be 64 or 128")
