@@ -12,7 +12,7 @@ memory-bound ops, "wgmma" (TMA + warpgroup MMA, fp16/bf16 with 16-byte row strid
 else) for matmul / bmm, "wgmma_d64" / "wgmma_d128" (TMA + wgmma) or "d64" / "d128" (SIMT) for attention,
 the head dim compiled in; attention's config knob WGMMA (1 by default) can send a call to the SIMT kernel,
 and TILEROSETTA_CUTE_DSL_ATTENTION=simt / =simple take every call to the SIMT kernel / the wgmma kernel's
-simple (not pipelined) loop: GPU diagnosis switches that need no code change.
+simple form (PIPE=0, PACK=0): GPU diagnosis switches that need no code change.
 
 The runtime is optional and large (~260 MB unpacked): CI does not install it, and the backend is then
 unavailable with that reason. Where it imports but no GPU is visible, the kernels still compile
@@ -57,12 +57,13 @@ def specialization(op: str, dtype: torch.dtype, variant: str, dims: dict, cfg: d
     """The config a call compiles with: the tile config plus, for a row op, how many vectors of its row each
     thread keeps in registers (config.resident_chunks; a compile-time constant derived from N, not a knob).
     Attention's SIMT kernel has no knobs: it compiles with {} whatever the config says; its wgmma kernel
-    takes the simple loop (PIPE=0) whatever the config says when TILEROSETTA_CUTE_DSL_ATTENTION=simple."""
+    takes its simple form (PIPE=0: the simple loop, PACK=0: one query head per CTA) whatever the config says
+    when TILEROSETTA_CUTE_DSL_ATTENTION=simple."""
     if op == "attention":
         if not variant.startswith("wgmma"):
             return {}
         if os.environ.get(FORCE_ATTENTION_ENV) == "simple":
-            return {**cfg, "PIPE": 0}
+            return {**cfg, "PIPE": 0, "PACK": 0}
         return dict(cfg)
     if op not in cfgmod.ROW_OPS:
         return dict(cfg)

@@ -2,11 +2,17 @@
 warpgroup MMAs (wgmma) for both products, fp16/bf16, head dim D in {64, 128} compiled in.
 
 q, out (B, H, Sq, D); k, v (B, Hkv, Sk, D), Hkv dividing H: query head h reads key/value head
-h // (H / Hkv), which is only a different TMA coordinate. Causal: query i sees keys j <= i + (Sk - Sq)
-(aligned to the end of the keys). Sq = 1 (decode) is the one-row case of the same tile.
+h // (H / Hkv). Causal: query i sees keys j <= i + (Sk - Sq) (aligned to the end of the keys).
 
-One CTA computes BM query rows of one (b, h): BM / 64 warpgroups, each owning 64 rows (one m64 wgmma
-per product). Its loop walks BN keys at a time:
+Query rows are packed by K/V head (config PACK=1): the G = H / Hkv heads sharing K/V head hk are heads
+hk*G .. hk*G+G-1, whose (Sq, D) blocks are consecutive in row-major q, so q is viewed as
+(B, Hkv, G*Sq, D) without a copy and a CTA's BM rows are taken from those G*Sq: row i is position i % Sq
+of head hk*G + i // Sq. Each K/V tile then serves all G heads (decode, Sq = 1: the G single rows share one
+tile instead of G CTAs each padding 63 rows and reading the same K/V), and the causal mask reads a row's
+position as i % Sq (a tile that holds rows of two heads spans every position). PACK=0: G taken as 1.
+
+One CTA computes BM query rows of one (b, head group): BM / 64 warpgroups, each owning 64 rows (one m64
+wgmma per product). Its loop walks BN keys at a time:
   1. S = Q Kᵀ   (BM x BN, fp32 in registers): D / 16 wgmmas, Q and the K tile both read from shared memory
      (K-major: k's rows are D-contiguous, as wgmma's B wants for Kᵀ);
   2. online softmax on S in registers: per row the running max m and sum l; a thread holds two rows of
@@ -91,20 +97,20 @@ def _load_kv(tma_k: cute.CopyAtom, tKgK: cute.Tensor, tKsK: cute.Tensor, tma_v: 
 
 @cute.jit
 def _online_softmax(acc_s: cute.Tensor, row_max: cute.Tensor, row_sum: cute.Tensor, corr: cute.Tensor,
-                    tScS: cute.Tensor, kv0: cutlass.Int32, m0: cutlass.Int32, sk: cutlass.Int32,
-                    shift: cutlass.Int32, causal: cutlass.Int32, scale_log2: cutlass.Float32,
+                    tScS: cute.Tensor, pos: cute.Tensor, kv0: cutlass.Int32, min_pos: cutlass.Int32,
+                    sk: cutlass.Int32, shift: cutlass.Int32, causal: cutlass.Int32, scale_log2: cutlass.Float32,
                     bn_: cutlass.Constexpr):
     """One key tile of the online softmax on a thread's scores acc_s (two rows: value i on row slot
     (i // 2) % 2): masks it, updates the row maxima and sums, leaves P = exp2((S - max) * scale_log2) in
-    acc_s (fp32) and the factor that rescales what came before in corr."""
+    acc_s (fp32) and the factor that rescales what came before in corr. pos: the query position (0..Sq-1)
+    of the thread's two rows; min_pos: the smallest of the CTA's rows."""
     minus_inf = cutlass.Float32(-math.inf)
-    # mask only tiles that reach past Sk or past the diagonal of the tile's first row
+    # mask only tiles that reach past Sk or past the diagonal of the CTA's first query position
     n = cute.size(acc_s)
-    if kv0 + bn_ > sk or (causal != 0 and kv0 + bn_ - 1 > m0 + shift):
+    if kv0 + bn_ > sk or (causal != 0 and kv0 + bn_ - 1 > min_pos + shift):
         for i in cutlass.range_constexpr(n):
-            row, col = tScS[i]
-            key = kv0 + col
-            if key >= sk or (causal != 0 and key > m0 + row + shift):
+            key = kv0 + tScS[i][1]
+            if key >= sk or (causal != 0 and key > pos[(i // 2) % 2] + shift):
                 acc_s[i] = minus_inf
     base = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
     for r in cutlass.range_constexpr(2):
@@ -139,7 +145,7 @@ def _rescale(acc_o: cute.Tensor, corr: cute.Tensor):
 @cute.kernel
 def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ: cute.Tensor,
                             tma_k: cute.CopyAtom, mK: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
-                            mO: cute.Tensor, q_layout: cute.ComposedLayout, k_layout: cute.ComposedLayout,
+                            mO: cute.Tensor, sq: cutlass.Int32, q_layout: cute.ComposedLayout, k_layout: cute.ComposedLayout,
                             v_layout: cute.ComposedLayout, causal: cutlass.Int32, scale_log2: cutlass.Float32,
                             bm_: cutlass.Constexpr, bn_: cutlass.Constexpr, d: cutlass.Constexpr,
                             stages: cutlass.Constexpr, pipelined: cutlass.Constexpr, q_bytes: cutlass.Constexpr,
@@ -148,22 +154,28 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
     bx, _, _ = cute.arch.block_idx()
     warp, lane = tidx // 32, tidx % 32
     n_warps = cute.size(qk_mma) // 32
-    # mQ (Sq, D, H, B), mK (Sk, D, Hkv, B), mV (D, Sk, Hkv, B): TMA coordinate tensors; mO (B, H, Sq, D)
-    sq, heads = cute.size(mO, mode=[2]), cute.size(mO, mode=[1])
+    # mQ, mO (GP * Sq, D, H / GP, B): the query rows of GP consecutive heads (one head group) are one
+    # block of rows (see attention_wgmma); mK (Sk, D, Hkv, B), mV (D, Sk, Hkv, B); mQ, mK, mV are TMA
+    # coordinate tensors. Row i of a group is query position i % Sq of head i // Sq of the group.
+    rows, groups = cute.size(mO, mode=[0]), cute.size(mO, mode=[2])
     sk, kv_heads = cute.size(mK, mode=[0]), cute.size(mK, mode=[2])
-    m_tiles = cute.ceil_div(sq, bm_)
-    mt = m_tiles - 1 - bx % m_tiles  # the grid is (b, h, query tile): x only, y and z stop at 65535
-    bh = bx // m_tiles
-    h, b = bh % heads, bh // heads
-    hk = h // (heads // kv_heads)
+    m_tiles = cute.ceil_div(rows, bm_)
+    mt = m_tiles - 1 - bx % m_tiles  # the grid is (b, head group, query tile): x only (y, z stop at 65535)
+    bg = bx // m_tiles
+    hg, b = bg % groups, bg // groups
+    gp = rows // sq  # heads per group: H / Hkv when packed, else 1
+    hk = hg * gp // (groups * gp // kv_heads)  # the group's first head // (H / Hkv)
     m0 = mt * bm_
-    shift = sk - sq  # causal: query i sees keys j <= i + shift
+    shift = sk - sq  # causal: query position i sees keys j <= i + shift
+    last = cutlass.min(m0 + bm_, rows) - 1  # the CTA's last real row
+    min_pos, max_pos = m0 % sq, last % sq
+    if m0 // sq != last // sq:  # the tile holds rows of two heads: every position may occur
+        min_pos, max_pos = 0, sq - 1
 
-    # key tiles this CTA needs: all, or (causal) up to the diagonal of its last real row
+    # key tiles this CTA needs: all, or (causal) up to the diagonal of its last query position
     n_tiles = cute.ceil_div(sk, bn_)
     if causal != 0:
-        last_key = cutlass.min(m0 + bm_, sq) - 1 + shift
-        n_tiles = cutlass.max(cutlass.min(n_tiles, last_key // bn_ + 1), 1)
+        n_tiles = cutlass.max(cutlass.min(n_tiles, (max_pos + shift) // bn_ + 1), 1)
 
     # ---- shared memory: Q, the K and V rings (swizzled as wgmma's descriptors expect), the barriers
     smem = cutlass.memory.SmemAllocator()
@@ -186,7 +198,7 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
     cute.arch.sync_threads()
 
     # ---- this CTA's tiles in TMA coordinates and their shared-memory destinations
-    gQ = cute.local_tile(mQ[None, None, h, b], (bm_, d), (None, 0))  # (BM, D, query tiles)
+    gQ = cute.local_tile(mQ[None, None, hg, b], (bm_, d), (None, 0))  # (BM, D, query tiles)
     gK = cute.local_tile(mK[None, None, hk, b], (bn_, d), (None, 0))  # (BN, D, key tiles)
     gV = cute.local_tile(mV[None, None, hk, b], (d, bn_), (0, None))  # (D, BN, key tiles)
     tQsQ, tQgQ = cpasync.tma_partition(tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2),
@@ -217,6 +229,9 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
     # the same registers seen with S's layout: P = S element for element (see the module docstring)
     tOrP_as_s = cute.make_tensor(tOrP.iterator, acc_s.layout)
     tScS = thr_qk.partition_C(cute.make_identity_tensor((bm_, bn_)))  # (row, key) in the tile of each S value
+    pos = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Int32)  # query position of the thread's two rows
+    for r in cutlass.range_constexpr(2):
+        pos[r] = (m0 + tScS[2 * r][0]) % sq  # values 2r, 2r + 1 lie on row slot r
     qk_mma.set(warpgroup.Field.ACCUMULATE, True)
     pv_mma.set(warpgroup.Field.ACCUMULATE, True)
     acc_o.fill(0.0)
@@ -247,7 +262,8 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
             warpgroup.commit_group()
             warpgroup.wait_group(0)
             # 2. mask, online softmax: S -> P (fp32), O rescaled, P converted into the A registers
-            _online_softmax(acc_s, row_max, row_sum, corr, tScS, j * bn_, m0, sk, shift, causal, scale_log2, bn_)
+            _online_softmax(acc_s, row_max, row_sum, corr, tScS, pos, j * bn_, min_pos, sk, shift, causal,
+                            scale_log2, bn_)
             _rescale(acc_o, corr)
             tOrP_as_s.store(acc_s.load().to(dtype))
             # 3. O += P V
@@ -274,7 +290,8 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
             cute.gemm(qk_mma, acc_s, tSrQ[None, None, kb, 0], tSrK[None, None, kb, 0], acc_s)
         warpgroup.commit_group()
         warpgroup.wait_group(0)
-        _online_softmax(acc_s, row_max, row_sum, corr, tScS, 0, m0, sk, shift, causal, scale_log2, bn_)
+        _online_softmax(acc_s, row_max, row_sum, corr, tScS, pos, 0, min_pos, sk, shift, causal, scale_log2,
+                        bn_)
         for j in range(n_tiles):
             s = j % stages
             jn = cutlass.min(j + 1, n_tiles - 1)
@@ -293,8 +310,8 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
             warpgroup.commit_group()
             warpgroup.wait_group(1)  # the scores of tile j + 1 are in (P(j) V may still run)
             if j + 1 < n_tiles:
-                _online_softmax(acc_n, row_max, row_sum, corr, tScS, (j + 1) * bn_, m0, sk, shift, causal,
-                                scale_log2, bn_)
+                _online_softmax(acc_n, row_max, row_sum, corr, tScS, pos, (j + 1) * bn_, min_pos, sk, shift,
+                                causal, scale_log2, bn_)
                 acc_s.store(acc_n.load())
             warpgroup.wait_group(0)  # P(j) V done: stage s is free
             if lane == 0:
@@ -309,12 +326,12 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
     for r in cutlass.range_constexpr(2):
         total = cute.arch.warp_reduction(row_sum[r], _add, threads_in_group=4)
         inv[r] = cutlass.Float32(1.0) / total
-    gO = cute.local_tile(mO[b, h, None, None], (bm_, d), (mt, 0))
+    gO = cute.local_tile(mO[None, None, hg, b], (bm_, d), (mt, 0))
     tOgO = thr_pv.partition_C(gO)
     tOcO = thr_pv.partition_C(cute.make_identity_tensor((bm_, d)))
     for i in cutlass.range_constexpr(0, cute.size(acc_o), 2):
         row, _ = tOcO[i]
-        if m0 + row < sq:
+        if m0 + row < rows:
             r = (i // 2) % 2
             tOgO[i] = (acc_o[i] * inv[r]).to(dtype)
             tOgO[i + 1] = (acc_o[i + 1] * inv[r]).to(dtype)
@@ -323,10 +340,17 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
 @cute.jit
 def attention_wgmma(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, causal: cutlass.Int32,
                     scale_log2: cutlass.Float32, stream, d: cutlass.Constexpr, bm_: cutlass.Constexpr,
-                    bn_: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr):
+                    bn_: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr,
+                    pack: cutlass.Constexpr):
     # torch's row-major (B, H, S, D) as TMA coordinate tensors: q, k (S, D, H, B) K-major operands of
     # Q Kᵀ; v (D, Sk, Hkv, B), D-contiguous = the N-major B operand of P V
-    mQ = cute.make_tensor(q.iterator, cute.select(q.layout, mode=[2, 3, 1, 0]))
+    batch, heads, sq = cute.size(q, mode=[0]), cute.size(q, mode=[1]), cute.size(q, mode=[2])
+    gp = heads // cute.size(k, mode=[1]) if pack else 1  # query heads per CTA row block
+    qs, os_ = q.layout.stride, out.layout.stride
+    mQ = cute.make_tensor(q.iterator, cute.make_layout((gp * sq, d, heads // gp, batch),
+                                                       stride=(qs[2], 1, gp * qs[1], qs[0])))
+    mO = cute.make_tensor(out.iterator, cute.make_layout((gp * sq, d, heads // gp, batch),
+                                                         stride=(os_[2], 1, gp * os_[1], os_[0])))
     mK = cute.make_tensor(k.iterator, cute.select(k.layout, mode=[2, 3, 1, 0]))
     mV = cute.make_tensor(v.iterator, cute.select(v.layout, mode=[3, 2, 1, 0]))
     dtype = q.element_type
@@ -340,11 +364,10 @@ def attention_wgmma(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Te
     tma_v, tma_mV = cpasync.make_tiled_tma_atom(op, mV, cute.slice_(v_layout, (None, None, 0)), (d, bn_))
     q_bytes = bm_ * d * dtype.width // 8
     kv_bytes = 2 * bn_ * d * dtype.width // 8
-    batch, heads, sq = cute.size(q, mode=[0]), cute.size(q, mode=[1]), cute.size(q, mode=[2])
-    _attention_wgmma_kernel(qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, out, q_layout, k_layout,
+    _attention_wgmma_kernel(qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, mO, sq, q_layout, k_layout,
                             v_layout, causal, scale_log2, bm_, bn_, d, stages, pipelined, q_bytes,
                             kv_bytes).launch(
-        grid=[cute.ceil_div(sq, bm_) * heads * batch, 1, 1], block=[cute.size(qk_mma), 1, 1], stream=stream)
+        grid=[cute.ceil_div(gp * sq, bm_) * (heads // gp) * batch, 1, 1], block=[cute.size(qk_mma), 1, 1], stream=stream)
 
 
 def build(dtype, d: int, cfg: dict):
@@ -354,4 +377,4 @@ def build(dtype, d: int, cfg: dict):
     q, out = (common.fake(dtype, (b, h, sq, d), ALIGN_ELEMS) for _ in range(2))
     k, v = common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS), common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS)
     return attention_wgmma, (q, k, v, out, cutlass.Int32(0), cutlass.Float32(1.0), common.stream(), d, cfg["BM"],
-                             cfg["BN"], cfg["STAGES"], bool(cfg.get("PIPE", 0)))
+                             cfg["BN"], cfg["STAGES"], bool(cfg.get("PIPE", 0)), bool(cfg.get("PACK", 0)))

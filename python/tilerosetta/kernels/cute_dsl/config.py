@@ -14,7 +14,9 @@ Knobs:
   BM             query rows per CTA (BM / 64 warpgroups); BN keys per step (the N of Q Kᵀ, the K of P V)
   STAGES         depth of the K/V ring (each stage 2 x BN x D halves)
   PIPE           1: the softmax of key tile j + 1 overlaps the P V wgmmas of tile j (a second score
-                 accumulator, ~230-246 registers); 0: the simple loop, each step waited for in full (126-164)
+                 accumulator, ~230-248 registers); 0: the simple loop, each step waited for in full (126-166)
+  PACK           1: a CTA's query rows are those of the H / Hkv query heads sharing one K/V head (decode: their
+                 single rows in one tile, each K/V tile loaded once for all of them); 0: one query head per CTA
 
 Not a knob but part of a row op's compiled specialization: CHUNKS (`resident_chunks`), how many vectors of
 its row each thread keeps in registers between the reduction and the write (one read of x from memory);
@@ -65,10 +67,13 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
         # 128 x 256: two warpgroups of 64 x 256 wgmmas (128 fp32 accumulators per thread), 4 stages = 192 KB
         return {"BM": 128, "BN": 256, "STAGES": 4}
     if op == "attention":
-        # one warpgroup (64 rows) when the queries fit it (decode, short prefills): a second one would
-        # only multiply padding rows; else two, 128 x 128 score tiles (64 fp32 per thread) in both cases
+        # one warpgroup (64 rows) when a CTA's query rows fit it (with PACK, the S rows of each of the
+        # H / Hkv heads of a K/V head: decode, short prefills), a second one would only add padding rows;
+        # else two. 128 x 128 score tiles (64 fp32 per thread) in both cases
         # pipelined loop, 3 stages: tile j + STAGES is loaded once tile j is done, a whole step ahead of use
-        return {"WGMMA": 1, "BM": 64 if dims.get("S", 1) <= 64 else 128, "BN": 128, "STAGES": 3, "PIPE": 1}
+        rows = dims.get("S", 1) * (dims.get("H", 1) // dims.get("Hkv", dims.get("H", 1)))
+        return {"WGMMA": 1, "BM": 64 if rows <= 64 else 128, "BN": 128, "STAGES": 3, "PIPE": 1,
+                "PACK": 1}
     return {}
 
 
@@ -99,8 +104,8 @@ def config_space(op: str, dtype: str) -> list[dict]:
         return [c for bm in (64, 128) for bn in (64, 128, 256) for st in (2, 3, 4, 5, 6)
                 if gemm_smem_bytes(c := {"BM": bm, "BN": bn, "STAGES": st}) <= SMEM_LIMIT]
     if op == "attention":
-        return [{"WGMMA": 1, "BM": bm, "BN": bn, "STAGES": st, "PIPE": pipe} for bm in (64, 128)
-                for bn in (64, 128) for st in (2, 3) for pipe in (1, 0)] + [{"WGMMA": 0}]
+        return [{"WGMMA": 1, "BM": bm, "BN": bn, "STAGES": st, "PIPE": pipe, "PACK": pack} for bm in (64, 128)
+                for bn in (64, 128) for st in (2, 3) for pipe in (1, 0) for pack in (1, 0)] + [{"WGMMA": 0}]
     return []
 
 
@@ -129,8 +134,10 @@ def check_config(op: str, config: dict) -> None:
     if op == "attention":
         if config.get("WGMMA", 1) not in (0, 1) or isinstance(config.get("WGMMA"), bool):
             raise ValueError(f"cute_dsl.{op}: WGMMA={config['WGMMA']!r} must be 1 (the wgmma kernel) or 0 (SIMT)")
-        if config.get("PIPE", 1) not in (0, 1) or isinstance(config.get("PIPE"), bool):
-            raise ValueError(f"cute_dsl.{op}: PIPE={config['PIPE']!r} must be 1 (pipelined loop) or 0 (simple)")
+        for knob, one, zero in (("PIPE", "pipelined loop", "simple loop"), ("PACK", "query heads of a K/V head "
+                                "in one tile", "one query head per CTA")):
+            if config.get(knob, 1) not in (0, 1) or isinstance(config.get(knob), bool):
+                raise ValueError(f"cute_dsl.{op}: {knob}={config[knob]!r} must be 1 ({one}) or 0 ({zero})")
         if config.get("BM", 64) not in (64, 128) or config.get("BN", 64) not in (64, 128):
             raise ValueError(f"cute_dsl.{op}: BM={config.get('BM')} (warpgroups of 64 query rows) and "
                              f"BN={config.get('BN')} (keys per step) must each be 64 or 128")
