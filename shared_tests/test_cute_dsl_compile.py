@@ -462,3 +462,57 @@ def test_attention_is_a_shared_memory_simt_kernel_without_spills(tmp_path):
         for k in cubin.analyse(next(tmp_path.glob(f"*.{ARCH}.cubin")).read_bytes()):
             assert k.local == 0 and k.spill_stores == 0, f"attention d128: {k.name} spills"
             assert k.threads == 32 * attention.ROWS
+
+
+@needs_runtime
+@pytest.mark.parametrize("pack", [1, 0])
+@pytest.mark.parametrize("bm,bn", [(64, 128), (128, 128), (128, 64)])
+def test_attention_wgmma_schedule_replayed_on_the_cpu_matches_the_reference(pack, bm, bn):
+    """The wgmma attention's index arithmetic (CTA -> query tile / head group / batch, K/V head, packed rows,
+    causal key-tile count), run with ints through the kernel's own helpers on every conformance case. Per
+    CTA: its rows (row i = position i % Sq of head group-head i // Sq) get exact softmax attention over the
+    key tiles it loads, TMA's zero rows past Sk included and masked as the kernel masks them. Must hold:
+    every output row written once and equal to the spec's reference, no skipped key tile holds a visible
+    key, and a tile the kernel does not mask (its mask-needed test, mirrored here) has no masked key."""
+    import math
+
+    from tilerosetta.kernels.cute_dsl import attention_wgmma as aw
+
+    spec = get_spec("attention")
+    gen = torch.Generator().manual_seed(0)
+    for case in spec.cases:
+        dims, params = case.dims, {"causal": False, "scale": None, **case.params}
+        b, h, s, d = dims["B"], dims["H"], dims["S"], dims["D"]
+        hkv, sk = dims.get("Hkv", h), dims.get("Sk", s)
+        q = torch.randn(b, h, s, d, generator=gen, dtype=torch.float64)
+        k, v = (torch.randn(b, hkv, sk, d, generator=gen, dtype=torch.float64) for _ in range(2))
+        ref = spec.reference(params, q, k, v)["out"]
+        scale = params["scale"] if params["scale"] is not None else 1 / math.sqrt(d)
+        causal, shift = int(bool(params["causal"])), sk - s
+        gp = h // hkv if pack else 1
+        rows, groups = gp * s, h // gp
+        m_tiles = -(-rows // bm)
+        out = torch.full_like(q, float("nan"))
+        for bx in range(m_tiles * groups * b):
+            mt, hg, bb = aw.cta_coords(bx, m_tiles, groups)
+            m0 = mt * bm
+            min_pos, max_pos = aw.query_span(m0, bm, rows, s)
+            n = aw.key_tiles(sk, bn, causal, max_pos, shift)
+            hk = aw.kv_head(hg, gp, h, hkv)
+            r = torch.arange(m0, min(m0 + bm, rows))
+            heads, pos = hg * gp + r // s, r % s
+            assert min_pos <= int(pos.min()) and int(pos.max()) <= max_pos, (case, bx)
+            keys = torch.arange(max(n * bn, sk))
+            visible = (keys[None] < sk) & ((causal == 0) | (keys[None] <= pos[:, None] + shift))
+            assert not visible[:, n * bn:].any(), f"{case}: CTA {bx} skips a key tile with visible keys"
+            for t in range(n):
+                kv0 = t * bn
+                if not (kv0 + bn > sk or (causal and kv0 + bn - 1 > min_pos + shift)):
+                    assert visible[:, kv0:kv0 + bn].all(), f"{case}: CTA {bx} leaves key tile {t} unmasked"
+            kk, vv = (torch.zeros(n * bn, d, dtype=torch.float64) for _ in range(2))  # TMA: zeros past Sk
+            kk[:min(sk, n * bn)], vv[:min(sk, n * bn)] = k[bb, hk, :n * bn], v[bb, hk, :n * bn]
+            scores = (q[bb, heads, pos] @ kk.T * scale).masked_fill(~visible[:, :n * bn], float("-inf"))
+            assert out[bb, heads, pos].isnan().all(), f"{case}: a row written twice (CTA {bx})"
+            out[bb, heads, pos] = torch.softmax(scores, dim=-1) @ vv
+        assert not out.isnan().any(), f"{case}: rows no CTA wrote"
+        torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-9, msg=lambda m: f"{case}: {m}")

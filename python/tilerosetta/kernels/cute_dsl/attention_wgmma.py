@@ -76,6 +76,38 @@ def mmas(dtype, bm: int, bn: int, d: int):
     return qk, pv
 
 
+# ---- the CTA's share of the work. Plain Python on purpose: traced inline in the kernel (Int32s), and run
+# with ints on the CPU by shared_tests/test_cute_dsl_compile.py, which replays the kernel's schedule on the
+# conformance cases against the spec's reference (no `if`: a traced Int32 has no Python truth value).
+def cta_coords(bx, m_tiles, groups):
+    """(query tile, head group, batch) of CTA bx; the grid is x only (y and z stop at 65535). The query
+    tiles of a head group run from the last one down: causal CTAs with the most key tiles start first."""
+    bg = bx // m_tiles
+    return m_tiles - 1 - bx % m_tiles, bg % groups, bg // groups
+
+
+def kv_head(hg, gp, heads, kv_heads):
+    """The K/V head of head group hg (its first query head hg * gp, over H / Hkv query heads per K/V head)."""
+    return hg * gp // (heads // kv_heads)
+
+
+def query_span(m0, bm, rows, sq):
+    """(smallest, largest) query position (0..Sq-1) among the rows m0 .. m0 + bm - 1 (those < rows) of a
+    head group, where row i is position i % sq: the positions between, or all of them when the rows
+    reach into the next head."""
+    last = cutlass.min(m0 + bm, rows) - 1
+    wraps = cutlass.min((m0 % sq + last - m0) // sq, 1)
+    return (m0 % sq) * (1 - wraps), (last % sq) * (1 - wraps) + (sq - 1) * wraps
+
+
+def key_tiles(sk, bn, causal, max_pos, shift):
+    """Key tiles a CTA loads: all of them, or (causal = 1) those up to the diagonal of its largest query
+    position (never none: with Sq <= Sk every position sees key 0)."""
+    n_all = (sk + bn - 1) // bn
+    n_causal = cutlass.max(cutlass.min(n_all, (max_pos + shift) // bn + 1), 1)
+    return n_all + causal * (n_causal - n_all)
+
+
 def _max(a, b):
     return cutlass.max(a, b)
 
@@ -160,22 +192,13 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
     rows, groups = cute.size(mO, mode=[0]), cute.size(mO, mode=[2])
     sk, kv_heads = cute.size(mK, mode=[0]), cute.size(mK, mode=[2])
     m_tiles = cute.ceil_div(rows, bm_)
-    mt = m_tiles - 1 - bx % m_tiles  # the grid is (b, head group, query tile): x only (y, z stop at 65535)
-    bg = bx // m_tiles
-    hg, b = bg % groups, bg // groups
+    mt, hg, b = cta_coords(bx, m_tiles, groups)
     gp = rows // sq  # heads per group: H / Hkv when packed, else 1
-    hk = hg * gp // (groups * gp // kv_heads)  # the group's first head // (H / Hkv)
+    hk = kv_head(hg, gp, groups * gp, kv_heads)
     m0 = mt * bm_
     shift = sk - sq  # causal: query position i sees keys j <= i + shift
-    last = cutlass.min(m0 + bm_, rows) - 1  # the CTA's last real row
-    min_pos, max_pos = m0 % sq, last % sq
-    if m0 // sq != last // sq:  # the tile holds rows of two heads: every position may occur
-        min_pos, max_pos = 0, sq - 1
-
-    # key tiles this CTA needs: all, or (causal) up to the diagonal of its last query position
-    n_tiles = cute.ceil_div(sk, bn_)
-    if causal != 0:
-        n_tiles = cutlass.max(cutlass.min(n_tiles, (max_pos + shift) // bn_ + 1), 1)
+    min_pos, max_pos = query_span(m0, bm_, rows, sq)
+    n_tiles = key_tiles(sk, bn_, causal, max_pos, shift)
 
     # ---- shared memory: Q, the K and V rings (swizzled as wgmma's descriptors expect), the barriers
     smem = cutlass.memory.SmemAllocator()
