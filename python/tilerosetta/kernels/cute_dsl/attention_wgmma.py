@@ -31,8 +31,8 @@ key 0 in the first tile, so only padded rows could meet it).
 
 Loads: Q once by TMA (its own mbarrier), K and V tiles by TMA into a STAGES-deep ring (one full barrier
 per stage for both tiles, one empty barrier per stage that every warp arrives on when its MMAs of the
-stage have completed). TMA zero-fills rows past Sq / Sk, which the mask and the bounds-checked store
-ignore. No warp specialisation: warp 0 is also the producer and refills a stage once every warp has
+stage have completed). TMA zero-fills rows past a group's G*Sq rows and keys past Sk, which the mask
+and the bounds-checked store ignore. No warp specialisation: warp 0 is also the producer and refills a stage once every warp has
 released it (the ring's order is the one of gemm_wgmma.py).
 
 Two main loops, chosen at compile time by the config knob PIPE:
@@ -44,7 +44,8 @@ Two main loops, chosen at compile time by the config knob PIPE:
     before the next rescale of O (ptxas serialises every wgmma of the kernel, warning C7514, when code
     reads accumulators it cannot prove retired; the compile test checks the SASS for it).
 
-CTAs walk the query tiles of a head from the last one down, so causal CTAs with the most keys start first.
+CTAs walk the query tiles of a head group from the last one down, so causal CTAs with the most keys start
+first.
 """
 
 from __future__ import annotations
