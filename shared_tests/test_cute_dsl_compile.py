@@ -516,3 +516,9 @@ def test_attention_wgmma_schedule_replayed_on_the_cpu_matches_the_reference(pack
             out[bb, heads, pos] = torch.softmax(scores, dim=-1) @ vv
         assert not out.isnan().any(), f"{case}: rows no CTA wrote"
         torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-9, msg=lambda m: f"{case}: {m}")
+
+
+def test_limits_name_the_fallback_kernels():
+    b = adapter.CuteDslBackend()
+    assert "SIMT kernel" in b.limits("attention") and "TILEROSETTA_CUTE_DSL_ATTENTION=simt" in b.limits("attention")
+    assert "SIMT GEMM" in b.limits("matmul") and "SIMT" not in b.limits("softmax")

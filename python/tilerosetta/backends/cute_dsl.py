@@ -119,6 +119,15 @@ class CuteDslBackend(Backend):
         """Its kernels compile here (CuTe DSL needs no GPU to compile) when the runtime imports."""
         return "built" if runtime_problem() is None else "unavailable"
 
+    def limits(self, op):
+        base = super().limits(op)
+        if op == "attention":
+            return (f"{base}; the wgmma kernel (TMA loads) when q, k, v, out start 16-byte aligned, else the SIMT "
+                    f"kernel (config WGMMA=0 or {FORCE_ATTENTION_ENV}=simt: always SIMT)")
+        if op in ("matmul", "bmm"):
+            return f"{base}; the wgmma kernel for fp16/bf16 with 16-byte aligned bases and rows, else the SIMT GEMM"
+        return base
+
     # ---- ops ---------------------------------------------------------------------------------------
     def implementations(self):
         # one callable per op for the backend's life, so backend.op() keeps its validated BoundOp
