@@ -51,8 +51,10 @@ def _specializations(op, dtype, variant):
     extra = (LONG_ROW,) if op in cfgmod.ROW_OPS else ()
     for dims in [c.dims for c in tuple(spec.cases) + tuple(spec.bench_cases)] + list(extra):
         c = adapter.specialization(op, dtype, variant, dims, cfgmod.default_config(op, dtype_name(dtype), dims))
-        if c not in seen:
-            seen.append(c)
+        # attention's wgmma kernel: also its simple form (PIPE=0, PACK=0: TILEROSETTA_CUTE_DSL_ATTENTION=simple)
+        for c in [c] + ([{**c, "PIPE": 0, "PACK": 0}] if op == "attention" and c.get("PIPE") else []):
+            if c not in seen:
+                seen.append(c)
     return seen
 
 
@@ -85,7 +87,7 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
         # the row held in registers must really stay there: no local memory, no spill stores
         for k in cubin.analyse(elf):
             assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
-    if variant == "wgmma":
+    if variant.startswith("wgmma"):
         # the Hopper path must really be one: TMA loads completing on mbarriers, warpgroup MMAs, no spills
         assert "cp.async.bulk.tensor" in ptx and "mbarrier::complete_tx" in ptx, f"{op}: no TMA load in the PTX"
         assert "wgmma.mma_async.sync.aligned.m64n" in ptx, f"{op}: no wgmma in the PTX"
@@ -95,6 +97,11 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
                 assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
                 assert k.mix["HGMMA.64"] or any(i.startswith("HGMMA") for i in k.mix), f"{op}: no HGMMA in the SASS"
                 assert any(i.startswith("UTMALDG") for i in k.mix), f"{op}: no TMA load (UTMALDG) in the SASS"
+                if op == "attention":
+                    # ptxas serialises the wgmmas (one WARPGROUP.ARRIVE per HGMMA, warning C7514) when it
+                    # cannot prove accumulators retired before other code reads them: then nothing overlaps
+                    assert k.mix["WARPGROUP.ARRIVE"] <= 4 < k.mix["HGMMA.64"], \
+                        f"{op} {cfg}: wgmmas serialised ({k.mix['WARPGROUP.ARRIVE']} arrives, {k.mix['HGMMA.64']} HGMMA)"
     if variant == "vec":
         assert "ld.global.v4" in ptx or "ld.global.nc.v4" in ptx, f"{op} vec variant: no 128-bit load in the PTX"
         assert "st.global.v4" in ptx, f"{op} vec variant: no 128-bit store in the PTX"
@@ -347,8 +354,85 @@ def test_attention_compiles_its_head_dim_in(fake_backend):
     for d in (64, 128):
         q = torch.randn(1, 2, 17, d, dtype=torch.bfloat16)
         b.implementations()["attention"](q, q, q, torch.empty_like(q), causal=True, scale=None)
-        assert kernels.builds[-1][:3] == ("attention", torch.bfloat16, f"d{d}")
+        assert kernels.builds[-1][:3] == ("attention", torch.bfloat16, f"wgmma_d{d}")
     assert kernels.launches[-1][3] == {"causal": True, "scale": None}
+
+
+def test_attention_takes_wgmma_when_tma_can_load_and_the_config_allows(fake_backend, monkeypatch):
+    b, kernels = fake_backend
+    attn = b.implementations()["attention"]
+    q = torch.randn(1, 4, 100, 64, dtype=torch.float16)
+    kv = torch.randn(1, 2, 33, 64, dtype=torch.float16)  # GQA, Sk != Sq
+    attn(q, kv, kv, torch.empty_like(q), causal=False, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.float16, "wgmma_d64",
+                                  {"WGMMA": 1, "BM": 128, "BN": 128, "STAGES": 3, "PIPE": 1, "PACK": 1})
+    dec = torch.randn(2, 8, 1, 128, dtype=torch.bfloat16)  # decode: one warpgroup of 64 rows
+    cache = torch.randn(2, 2, 300, 128, dtype=torch.bfloat16)
+    attn(dec, cache, cache, torch.empty_like(dec), causal=True, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.bfloat16, "wgmma_d128",
+                                  {"WGMMA": 1, "BM": 64, "BN": 128, "STAGES": 3, "PIPE": 1, "PACK": 1})
+    # a base TMA cannot address (2 bytes past a 16-byte boundary): the SIMT kernel, which has no knobs
+    odd = torch.zeros(1 * 4 * 100 * 64 + 1, dtype=torch.float16)[1:].view(1, 4, 100, 64)
+    attn(odd, kv, kv, torch.empty_like(q), causal=False, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.float16, "d64", {})
+    # the switches that take the wgmma kernel out without a code change: the config knob, the env var
+    b.set_config("attention", torch.float16, {"WGMMA": 0})
+    attn(q, kv, kv, torch.empty_like(q), causal=False, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.float16, "d64", {})
+    b.set_config("attention", torch.float16, None)
+    monkeypatch.setenv("TILEROSETTA_CUTE_DSL_ATTENTION", "simple")  # the wgmma kernel's simple form
+    attn(q, kv, kv, torch.empty_like(q), causal=False, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.float16, "wgmma_d64",
+                                  {"WGMMA": 1, "BM": 128, "BN": 128, "STAGES": 3, "PIPE": 0, "PACK": 0})
+    monkeypatch.setenv("TILEROSETTA_CUTE_DSL_ATTENTION", "simt")
+    assert variant_of("attention", [q, kv, kv, q], {"WGMMA": 1}) == "d64"
+    monkeypatch.delenv("TILEROSETTA_CUTE_DSL_ATTENTION")
+    assert variant_of("attention", [q, kv, kv, q], {"WGMMA": 1}) == "wgmma_d64"
+
+
+def test_attention_configs_refuse_what_cannot_run():
+    b = adapter.CuteDslBackend()
+    with pytest.raises(ValueError, match="WGMMA"):
+        b.check_config("attention", torch.bfloat16, {"WGMMA": 2})
+    with pytest.raises(ValueError, match="PIPE"):
+        b.check_config("attention", torch.bfloat16, {"PIPE": True})
+    with pytest.raises(ValueError, match="PACK"):
+        b.check_config("attention", torch.bfloat16, {"PACK": 2})
+    with pytest.raises(ValueError, match="BN"):
+        b.check_config("attention", torch.bfloat16, {"BM": 128, "BN": 256, "STAGES": 2})
+    with pytest.raises(ValueError, match="shared memory"):
+        b.check_config("attention", torch.bfloat16, {"BM": 128, "BN": 128, "STAGES": 4})  # 288 KB at D=128
+    assert {"WGMMA": 0} in b.config_space("attention", torch.bfloat16)
+
+
+@needs_runtime
+@pytest.mark.parametrize("bm,bn,d", [(64, 64, 64), (128, 128, 128), (64, 128, 64)])
+def test_attention_p_reuses_the_score_registers(bm, bn, d):
+    """The wgmma attention feeds P to the P V wgmma from the registers that held S, converted element for
+    element, and reads a value's row slot as (i // 2) % 2. Both rest on the two MMAs' thread-value layouts:
+    value v of a thread's S fragment must be the (row, column) of value v % 8 of its A fragment in K block
+    v // 8 (16 columns further per block), and values 2, 3 of each 4 lie 8 rows below values 0, 1 (so
+    values 0 and 2 give the query positions of the thread's two rows)."""
+    import cutlass
+    import cutlass.cute as cute
+
+    from tilerosetta.kernels.cute_dsl import attention_wgmma
+
+    seen = {}
+
+    @cute.jit
+    def probe():
+        qk, pv = attention_wgmma.mmas(cutlass.BFloat16, bm, bn, d)
+        c, a = qk.tv_layout_C_tiled, pv.tv_layout_A_tiled  # (thread, value) -> row + BM * column
+        seen["s"] = [[cute.crd2idx((t, v), c) for v in range(bn // 2)] for t in range(cute.size(qk))]
+        seen["p"] = [[cute.crd2idx((t, v), a) for v in range(8)] for t in range(cute.size(pv))]
+
+    cute.compile(probe, options=f"--gpu-arch {ARCH}")
+    assert len(seen["s"]) == len(seen["p"]) == 2 * bm
+    for s_row, p_row in zip(seen["s"], seen["p"]):
+        assert s_row == [p_row[v % 8] + bm * 16 * (v // 8) for v in range(bn // 2)]
+        rows = [x % bm for x in s_row]
+        assert all(rows[v] == rows[0] + 8 * ((v // 2) % 2) for v in range(bn // 2))  # two rows per thread
 
 
 @needs_runtime
@@ -378,3 +462,63 @@ def test_attention_is_a_shared_memory_simt_kernel_without_spills(tmp_path):
         for k in cubin.analyse(next(tmp_path.glob(f"*.{ARCH}.cubin")).read_bytes()):
             assert k.local == 0 and k.spill_stores == 0, f"attention d128: {k.name} spills"
             assert k.threads == 32 * attention.ROWS
+
+
+@needs_runtime
+@pytest.mark.parametrize("pack", [1, 0])
+@pytest.mark.parametrize("bm,bn", [(64, 128), (128, 128), (128, 64)])
+def test_attention_wgmma_schedule_replayed_on_the_cpu_matches_the_reference(pack, bm, bn):
+    """The wgmma attention's index arithmetic (CTA -> query tile / head group / batch, K/V head, packed rows,
+    causal key-tile count), run with ints through the kernel's own helpers on every conformance case. Per
+    CTA: its rows (row i = position i % Sq of head group-head i // Sq) get exact softmax attention over the
+    key tiles it loads, TMA's zero rows past Sk included and masked as the kernel masks them. Must hold:
+    every output row written once and equal to the spec's reference, no skipped key tile holds a visible
+    key, and a tile the kernel does not mask (its mask-needed test, mirrored here) has no masked key."""
+    import math
+
+    from tilerosetta.kernels.cute_dsl import attention_wgmma as aw
+
+    spec = get_spec("attention")
+    gen = torch.Generator().manual_seed(0)
+    for case in spec.cases:
+        dims, params = case.dims, {"causal": False, "scale": None, **case.params}
+        b, h, s, d = dims["B"], dims["H"], dims["S"], dims["D"]
+        hkv, sk = dims.get("Hkv", h), dims.get("Sk", s)
+        q = torch.randn(b, h, s, d, generator=gen, dtype=torch.float64)
+        k, v = (torch.randn(b, hkv, sk, d, generator=gen, dtype=torch.float64) for _ in range(2))
+        ref = spec.reference(params, q, k, v)["out"]
+        scale = params["scale"] if params["scale"] is not None else 1 / math.sqrt(d)
+        causal, shift = int(bool(params["causal"])), sk - s
+        gp = h // hkv if pack else 1
+        rows, groups = gp * s, h // gp
+        m_tiles = -(-rows // bm)
+        out = torch.full_like(q, float("nan"))
+        for bx in range(m_tiles * groups * b):
+            mt, hg, bb = aw.cta_coords(bx, m_tiles, groups)
+            m0 = mt * bm
+            min_pos, max_pos = aw.query_span(m0, bm, rows, s)
+            n = aw.key_tiles(sk, bn, causal, max_pos, shift)
+            hk = aw.kv_head(hg, gp, h, hkv)
+            r = torch.arange(m0, min(m0 + bm, rows))
+            heads, pos = hg * gp + r // s, r % s
+            assert min_pos <= int(pos.min()) and int(pos.max()) <= max_pos, (case, bx)
+            keys = torch.arange(max(n * bn, sk))
+            visible = (keys[None] < sk) & ((causal == 0) | (keys[None] <= pos[:, None] + shift))
+            assert not visible[:, n * bn:].any(), f"{case}: CTA {bx} skips a key tile with visible keys"
+            for t in range(n):
+                kv0 = t * bn
+                if not (kv0 + bn > sk or (causal and kv0 + bn - 1 > min_pos + shift)):
+                    assert visible[:, kv0:kv0 + bn].all(), f"{case}: CTA {bx} leaves key tile {t} unmasked"
+            kk, vv = (torch.zeros(n * bn, d, dtype=torch.float64) for _ in range(2))  # TMA: zeros past Sk
+            kk[:min(sk, n * bn)], vv[:min(sk, n * bn)] = k[bb, hk, :n * bn], v[bb, hk, :n * bn]
+            scores = (q[bb, heads, pos] @ kk.T * scale).masked_fill(~visible[:, :n * bn], float("-inf"))
+            assert out[bb, heads, pos].isnan().all(), f"{case}: a row written twice (CTA {bx})"
+            out[bb, heads, pos] = torch.softmax(scores, dim=-1) @ vv
+        assert not out.isnan().any(), f"{case}: rows no CTA wrote"
+        torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-9, msg=lambda m: f"{case}: {m}")
+
+
+def test_limits_name_the_fallback_kernels():
+    b = adapter.CuteDslBackend()
+    assert "SIMT kernel" in b.limits("attention") and "TILEROSETTA_CUTE_DSL_ATTENTION=simt" in b.limits("attention")
+    assert "SIMT GEMM" in b.limits("matmul") and "SIMT" not in b.limits("softmax")

@@ -33,6 +33,8 @@
 #      tools/peers_smoke.py (T_SMOKE, 120 s) before the bench; SKIP_SUITE=1 skips the conformance suite.
 #      The cute_dsl backend (issue 18) imports the same CuTe DSL runtime: once the peers are staged,
 #      BACKENDS=cute_dsl TILEROSETTA_REQUIRE=cute_dsl runs its suite (a skip for a missing runtime fails).
+#      Its attention: TILEROSETTA_CUTE_DSL_ATTENTION=simple (the wgmma kernel's simple form: PIPE=0, PACK=0)
+#      or =simt (the SIMT kernel) for every call, to tell a fault of the default wgmma path from the rest.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}

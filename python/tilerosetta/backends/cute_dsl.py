@@ -9,7 +9,10 @@ go straight to the compiled function through TVM-FFI, which takes the torch tens
 launches on torch's current stream. The variant is chosen per call from the extents, dtype and the pointers'
 alignment (kernels/cute_dsl/__init__.py, variant_of): "vec" (128-bit accesses) or "scalar" for the
 memory-bound ops, "wgmma" (TMA + warpgroup MMA, fp16/bf16 with 16-byte row strides) or "simt" (everything
-else) for matmul / bmm, "d64" / "d128" (the head dim compiled in) for attention.
+else) for matmul / bmm, "wgmma_d64" / "wgmma_d128" (TMA + wgmma) or "d64" / "d128" (SIMT) for attention,
+the head dim compiled in; attention's config knob WGMMA (1 by default) can send a call to the SIMT kernel,
+and TILEROSETTA_CUTE_DSL_ATTENTION=simt / =simple take every call to the SIMT kernel / the wgmma kernel's
+simple form (PIPE=0, PACK=0): GPU diagnosis switches that need no code change.
 
 The runtime is optional and large (~260 MB unpacked): CI does not install it, and the backend is then
 unavailable with that reason. Where it imports but no GPU is visible, the kernels still compile
@@ -20,12 +23,13 @@ On the H200 it comes from the peers' bundle (tools/peers-bundle.sh, tools/gpu-pe
 from __future__ import annotations
 
 import importlib.metadata as md
+import os
 import time
 
 import torch
 
 from tilerosetta.backends.base import Backend
-from tilerosetta.kernels.cute_dsl import KERNEL_MODULES, MISSING, kernel_module, variant_of
+from tilerosetta.kernels.cute_dsl import FORCE_ATTENTION_ENV, KERNEL_MODULES, MISSING, kernel_module, variant_of
 from tilerosetta.kernels.cute_dsl import config as cfgmod
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -51,7 +55,16 @@ def target_arch(major: int, minor: int) -> str:
 
 def specialization(op: str, dtype: torch.dtype, variant: str, dims: dict, cfg: dict) -> dict:
     """The config a call compiles with: the tile config plus, for a row op, how many vectors of its row each
-    thread keeps in registers (config.resident_chunks; a compile-time constant derived from N, not a knob)."""
+    thread keeps in registers (config.resident_chunks; a compile-time constant derived from N, not a knob).
+    Attention's SIMT kernel has no knobs: it compiles with {} whatever the config says; its wgmma kernel
+    takes its simple form (PIPE=0: the simple loop, PACK=0: one query head per CTA) whatever the config says
+    when TILEROSETTA_CUTE_DSL_ATTENTION=simple."""
+    if op == "attention":
+        if not variant.startswith("wgmma"):
+            return {}
+        if os.environ.get(FORCE_ATTENTION_ENV) == "simple":
+            return {**cfg, "PIPE": 0, "PACK": 0}
+        return dict(cfg)
     if op not in cfgmod.ROW_OPS:
         return dict(cfg)
     vec = 16 // torch.empty((), dtype=dtype).element_size() if variant == "vec" else 1
@@ -106,6 +119,15 @@ class CuteDslBackend(Backend):
         """Its kernels compile here (CuTe DSL needs no GPU to compile) when the runtime imports."""
         return "built" if runtime_problem() is None else "unavailable"
 
+    def limits(self, op):
+        base = super().limits(op)
+        if op == "attention":
+            return (f"{base}; the wgmma kernel (TMA loads) when q, k, v, out start 16-byte aligned, else the SIMT "
+                    f"kernel (config WGMMA=0 or {FORCE_ATTENTION_ENV}=simt: always SIMT)")
+        if op in ("matmul", "bmm"):
+            return f"{base}; the wgmma kernel for fp16/bf16 with 16-byte aligned bases and rows, else the SIMT GEMM"
+        return base
+
     # ---- ops ---------------------------------------------------------------------------------------
     def implementations(self):
         # one callable per op for the backend's life, so backend.op() keeps its validated BoundOp
@@ -136,8 +158,9 @@ class CuteDslBackend(Backend):
         def fn(*tensors, **params):
             dtype = tensors[0].dtype
             dims = spec.dims_of(tensors[:n_tensors])
-            variant = variant_of(op, tensors[:n_tensors])
-            cfg = specialization(op, dtype, variant, dims, self.config_for(op, dtype, dims))
+            tile_cfg = self.config_for(op, dtype, dims)
+            variant = variant_of(op, tensors[:n_tensors], tile_cfg)
+            cfg = specialization(op, dtype, variant, dims, tile_cfg)
             compiled = self.compiled(op, dtype, variant, cfg, self._arch_of(tensors[0].device))
             with torch.cuda.device(tensors[0].device):  # TVM-FFI launches on this device's current stream
                 kernel_module(op).launch(compiled, *(_compact(t) for t in tensors), **params)

@@ -189,9 +189,9 @@ def _cute_dsl(op, dtype, case, arch, override):
     shapes = spec.shapes(case)
     # meta tensors: no memory, address 0 (aligned), as a freshly allocated CUDA tensor's base would be
     tensors = [torch.empty(shapes[n], dtype=dtype, device="meta") for n in list(spec.inputs) + list(spec.outputs)]
-    variant = variant_of(op, tensors)
-    cfg = adapter.specialization(op, dtype, variant, case.dims,
-                                 _config("cute_dsl", op, dtype, case.dims, override, arch))
+    tile_cfg = _config("cute_dsl", op, dtype, case.dims, override, arch)
+    variant = variant_of(op, tensors, tile_cfg)  # the config may choose the kernel (attention's WGMMA)
+    cfg = adapter.specialization(op, dtype, variant, case.dims, tile_cfg)
     target = adapter.target_arch(*divmod(int(arch.removeprefix("sm_")), 10))
     fn, args = kernel_module(op).build(dtype, variant, cfg)
     with tempfile.TemporaryDirectory() as d:

@@ -9,7 +9,9 @@ returns (jit function, fake arguments) for one compiled specialization. The exte
 `variant` is what a call's tensors decide beyond the dtype: "vec" (every row length a multiple of the
 128-bit vector and every base pointer 16-byte aligned: 128-bit loads) or "scalar" (anything else); for
 the GEMMs (matmul, bmm) "wgmma" (fp16/bf16 that TMA can load: the Hopper fast path) or "simt" (the rest);
-for attention the head dim it compiles in, "d64" or "d128".
+for attention "wgmma_d64" / "wgmma_d128" (attention_wgmma.py: TMA + wgmma for both products, the head dim
+compiled in; q, k, v, out 16-byte aligned) or "d64" / "d128" (attention.py, the SIMT kernel: the rest, or
+when the config knob WGMMA=0 or TILEROSETTA_CUTE_DSL_ATTENTION=simt turns the wgmma kernel off).
 Import the op modules lazily (KERNEL_MODULES): they need the CuTe DSL runtime.
 """
 
@@ -31,6 +33,7 @@ VECTOR_BYTES = 16
 
 GEMM_OPS = frozenset({"matmul", "bmm"})
 FORCE_GEMM_ENV = "TILEROSETTA_CUTE_DSL_GEMM"
+FORCE_ATTENTION_ENV = "TILEROSETTA_CUTE_DSL_ATTENTION"  # "simt": the SIMT kernel; "simple": wgmma, PIPE=0 PACK=0
 TMA_ALIGN_BYTES = 16  # TMA: global base and every row stride a multiple of 16 bytes
 
 
@@ -43,7 +46,7 @@ def variants(op: str, dtype) -> tuple[str, ...]:
     if op in GEMM_OPS:
         return ("wgmma", "simt") if _half(dtype) else ("simt",)
     if op == "attention":
-        return ("d64", "d128")
+        return ("wgmma_d64", "wgmma_d128", "d64", "d128")
     return ("scalar",) if op in SCALAR_ONLY else ("vec", "scalar")
 
 
@@ -62,13 +65,28 @@ def gemm_variant(tensors) -> str:
     return "wgmma"
 
 
-def variant_of(op: str, tensors) -> str:
+def attention_variant(tensors, cfg: dict | None = None) -> str:
+    """The attention kernel of one call (q, k, v, out): "wgmma_d<D>" (attention_wgmma.py) when TMA can load
+    q, k and v (fp16/bf16 and 16-byte aligned bases; their D-element rows are 128 or 256 bytes) and the
+    config does not turn it off (WGMMA=0), else "d<D>" (attention.py, SIMT). TILEROSETTA_CUTE_DSL_ATTENTION
+    =simt forces the SIMT kernel for every call: on a GPU, to take the wgmma kernel out of a run without a
+    code change."""
+    simt = f"d{tensors[0].shape[-1]}"
+    if os.environ.get(FORCE_ATTENTION_ENV) == "simt" or not (cfg or {}).get("WGMMA", 1):
+        return simt
+    if not _half(tensors[0].dtype) or any(t.data_ptr() % TMA_ALIGN_BYTES for t in tensors):
+        return simt
+    return "wgmma_" + simt
+
+
+def variant_of(op: str, tensors, cfg: dict | None = None) -> str:
     """"vec" when every tensor's base is 16-byte aligned and every row (innermost extent; for rope each
-    half of it, since the two halves are read apart) is a whole number of 128-bit vectors; else "scalar"."""
+    half of it, since the two halves are read apart) is a whole number of 128-bit vectors; else "scalar".
+    cfg: the call's tile config, for the ops whose config can choose the kernel (attention's WGMMA)."""
     if op in GEMM_OPS:
         return gemm_variant(tensors)
     if op == "attention":
-        return f"d{tensors[0].shape[-1]}"
+        return attention_variant(tensors, cfg)
     if op in SCALAR_ONLY:
         return "scalar"
     vec = VECTOR_BYTES // tensors[0].element_size()

@@ -6,8 +6,9 @@ just the special case. Causal: query i sees keys j <= i + (Sk - Sq), the mask al
 keys (for Sk == Sq that is the top-left mask, j <= i). D (64 or 128) is compiled in: the "d64" / "d128"
 variant.
 
-The correct-first path, not the fast one: no tensor cores (a wgmma attention is the next step; the GEMM
-pieces are in gemm_wgmma.py). One CTA holds ROWS query rows of one (b, h), one warp per row:
+The fallback path, not the fast one: no tensor cores. fp16/bf16 calls whose q, k, v, out are 16-byte
+aligned take attention_wgmma.py (TMA + wgmma) instead; this kernel serves the rest, and every call when
+the config knob WGMMA=0 or TILEROSETTA_CUTE_DSL_ATTENTION=simt turns the wgmma kernel off. One CTA holds ROWS query rows of one (b, h), one warp per row:
   - the CTA stages BKV keys and values at a time in shared memory as fp32 (bounds-checked: zeros past
     Sk), so the ROWS rows share each load;
   - lane j of a warp computes the score of key j of the tile (the q row in shared memory is read as a
@@ -131,6 +132,15 @@ def attention(mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor
 
 
 def build(dtype, variant, cfg):
+    """The SIMT kernel for "d64" / "d128"; the tensor-core one (attention_wgmma.py) for "wgmma_d64" /
+    "wgmma_d128". Both take the same arguments, so `launch` serves both."""
+    if variant.startswith("wgmma_"):
+        from tilerosetta.kernels.cute_dsl import attention_wgmma
+
+        d = int(variant.removeprefix("wgmma_d"))
+        if d not in attention_wgmma.HEAD_DIMS:
+            raise ValueError(f"cute_dsl.attention: variant {variant!r}: head dim must be one of {HEAD_DIMS}")
+        return attention_wgmma.build(dtype, d, cfg)
     d = int(variant.removeprefix("d"))
     if d not in HEAD_DIMS:
         raise ValueError(f"cute_dsl.attention: variant {variant!r}: head dim must be one of {HEAD_DIMS}")

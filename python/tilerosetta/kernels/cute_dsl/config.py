@@ -9,6 +9,14 @@ Knobs:
   BM, BN         C tile of a CTA in the Hopper GEMM (matmul, bmm: gemm_wgmma.py); BM / 64 warpgroups
   STAGES         depth of that GEMM's TMA -> shared-memory ring (each stage (BM + BN) x 64 halves)
   (the SIMT GEMM that fp32 and unaligned shapes take has a fixed 64 x 64 x 16 tile: no knobs)
+  attention (attention_wgmma.py):
+  WGMMA          1: the TMA + wgmma kernel for calls it can take; 0: the SIMT kernel (attention.py) always
+  BM             query rows per CTA (BM / 64 warpgroups); BN keys per step (the N of Q Kᵀ, the K of P V)
+  STAGES         depth of the K/V ring (each stage 2 x BN x D halves)
+  PIPE           1: the softmax of key tile j + 1 overlaps the P V wgmmas of tile j (a second score
+                 accumulator, ~230-248 registers); 0: the simple loop, each step waited for in full (126-166)
+  PACK           1: a CTA's query rows are those of the H / Hkv query heads sharing one K/V head (decode: their
+                 single rows in one tile, each K/V tile loaded once for all of them); 0: one query head per CTA
 
 Not a knob but part of a row op's compiled specialization: CHUNKS (`resident_chunks`), how many vectors of
 its row each thread keeps in registers between the reduction and the write (one read of x from memory);
@@ -32,6 +40,14 @@ def gemm_smem_bytes(cfg: dict) -> int:
     return cfg["STAGES"] * ((cfg["BM"] + cfg["BN"]) * GEMM_BK * 2 + 16)
 
 
+ATTENTION_MAX_D = 128  # the largest head dim: attention configs must fit shared memory at it
+
+
+def attention_smem_bytes(cfg: dict, d: int = ATTENTION_MAX_D) -> int:
+    """Shared memory of the wgmma attention: the Q tile, the K and V ring (16-bit), the mbarriers."""
+    return (cfg["BM"] * d + cfg["STAGES"] * 2 * cfg["BN"] * d) * 2 + 8 * (1 + 2 * cfg["STAGES"])
+
+
 def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
     if op in ELEMENTWISE_OPS:
         return {"THREADS": 256}
@@ -50,6 +66,14 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
     if op in GEMM_OPS:
         # 128 x 256: two warpgroups of 64 x 256 wgmmas (128 fp32 accumulators per thread), 4 stages = 192 KB
         return {"BM": 128, "BN": 256, "STAGES": 4}
+    if op == "attention":
+        # one warpgroup (64 rows) when a CTA's query rows fit it (with PACK, the S rows of each of the
+        # H / Hkv heads of a K/V head: decode, short prefills), a second one would only add padding rows;
+        # else two. 128 x 128 score tiles (64 fp32 per thread) in both cases
+        # pipelined loop, 3 stages: tile j + STAGES is loaded once tile j is done, a whole step ahead of use
+        rows = dims.get("S", 1) * (dims.get("H", 1) // dims.get("Hkv", dims.get("H", 1)))
+        return {"WGMMA": 1, "BM": 64 if rows <= 64 else 128, "BN": 128, "STAGES": 3, "PIPE": 1,
+                "PACK": 1}
     return {}
 
 
@@ -79,6 +103,9 @@ def config_space(op: str, dtype: str) -> list[dict]:
     if op in GEMM_OPS:
         return [c for bm in (64, 128) for bn in (64, 128, 256) for st in (2, 3, 4, 5, 6)
                 if gemm_smem_bytes(c := {"BM": bm, "BN": bn, "STAGES": st}) <= SMEM_LIMIT]
+    if op == "attention":
+        return [{"WGMMA": 1, "BM": bm, "BN": bn, "STAGES": st, "PIPE": pipe, "PACK": pack} for bm in (64, 128)
+                for bn in (64, 128) for st in (2, 3) for pipe in (1, 0) for pack in (1, 0)] + [{"WGMMA": 0}]
     return []
 
 
@@ -104,5 +131,19 @@ def check_config(op: str, config: dict) -> None:
         if config["STAGES"] < 2 or gemm_smem_bytes(config) > SMEM_LIMIT:
             raise ValueError(f"cute_dsl.{op}: STAGES={config['STAGES']} must be >= 2 and fit "
                              f"{SMEM_LIMIT} B of shared memory (needs {gemm_smem_bytes(config)} B)")
+    if op == "attention":
+        if config.get("WGMMA", 1) not in (0, 1) or isinstance(config.get("WGMMA"), bool):
+            raise ValueError(f"cute_dsl.{op}: WGMMA={config['WGMMA']!r} must be 1 (the wgmma kernel) or 0 (SIMT)")
+        for knob, one, zero in (("PIPE", "pipelined loop", "simple loop"), ("PACK", "query heads of a K/V head "
+                                "in one tile", "one query head per CTA")):
+            if config.get(knob, 1) not in (0, 1) or isinstance(config.get(knob), bool):
+                raise ValueError(f"cute_dsl.{op}: {knob}={config[knob]!r} must be 1 ({one}) or 0 ({zero})")
+        if config.get("BM", 64) not in (64, 128) or config.get("BN", 64) not in (64, 128):
+            raise ValueError(f"cute_dsl.{op}: BM={config.get('BM')} (warpgroups of 64 query rows) and "
+                             f"BN={config.get('BN')} (keys per step) must each be 64 or 128")
+        if set(config) >= {"BM", "BN", "STAGES"} and (
+                config["STAGES"] < 2 or attention_smem_bytes(config) > SMEM_LIMIT):
+            raise ValueError(f"cute_dsl.{op}: STAGES={config['STAGES']} must be >= 2 and fit {SMEM_LIMIT} B of "
+                             f"shared memory at D={ATTENTION_MAX_D} (needs {attention_smem_bytes(config)} B)")
     if config.get("TILE") is not None and config["TILE"] not in (32, 64):
         raise ValueError(f"cute_dsl.{op}: TILE={config['TILE']} must be 32 or 64")

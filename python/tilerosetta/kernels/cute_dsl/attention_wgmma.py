@@ -1,0 +1,404 @@
+"""attention on Hopper tensor cores: out = softmax(q kᵀ * scale [+ causal mask]) v with TMA loads and
+warpgroup MMAs (wgmma) for both products, fp16/bf16, head dim D in {64, 128} compiled in.
+
+q, out (B, H, Sq, D); k, v (B, Hkv, Sk, D), Hkv dividing H: query head h reads key/value head
+h // (H / Hkv). Causal: query i sees keys j <= i + (Sk - Sq) (aligned to the end of the keys).
+
+Query rows are packed by K/V head (config PACK=1): the G = H / Hkv heads sharing K/V head hk are heads
+hk*G .. hk*G+G-1, whose (Sq, D) blocks are consecutive in row-major q, so q is viewed as
+(B, Hkv, G*Sq, D) without a copy and a CTA's BM rows are taken from those G*Sq: row i is position i % Sq
+of head hk*G + i // Sq. Each K/V tile then serves all G heads (decode, Sq = 1: the G single rows share one
+tile instead of G CTAs each padding 63 rows and reading the same K/V), and the causal mask reads a row's
+position as i % Sq (a tile that holds rows of two heads spans every position). PACK=0: G taken as 1.
+
+One CTA computes BM query rows of one (b, head group): BM / 64 warpgroups, each owning 64 rows (one m64
+wgmma per product). Its loop walks BN keys at a time:
+  1. S = Q Kᵀ   (BM x BN, fp32 in registers): D / 16 wgmmas, Q and the K tile both read from shared memory
+     (K-major: k's rows are D-contiguous, as wgmma's B wants for Kᵀ);
+  2. online softmax on S in registers: per row the running max m and sum l; a thread holds two rows of
+     its warp's 16 and its values of those rows, a row's four threads (a quad) combine maxima by two
+     shuffles. Scores are scaled in base 2 (scale * log2 e), so exp2 replaces exp; masked scores (keys
+     past Sk, causal keys past the diagonal) are -inf before the max;
+  3. O = O * exp2(m_old - m_new) + P V: P (fp16/bf16) is fed to BN / 16 wgmmas straight from registers.
+     The accumulator layout of a 64 x BN wgmma and the A-register layout of a 64 x 16 one give a thread
+     the same (row, column) pairs in the same order (16 columns = 8 values per K block), so P is S's
+     fragment converted element for element, no shuffle (checked on the CPU: test_cute_dsl_compile.py).
+     V is read MN-major from shared memory (v's rows are D-contiguous = N-contiguous for P V).
+The running sum l is kept per thread over its own columns and combined across the quad once, at the
+end (every term of a row was rescaled by the same factors). A row with all keys masked so far keeps
+m = -inf; its exponent base is then 0, not -inf, so no inf - inf = NaN arises (causal rows always see
+key 0 in the first tile, so only padded rows could meet it).
+
+Loads: Q once by TMA (its own mbarrier), K and V tiles by TMA into a STAGES-deep ring (one full barrier
+per stage for both tiles, one empty barrier per stage that every warp arrives on when its MMAs of the
+stage have completed). TMA zero-fills rows past a group's G*Sq rows and keys past Sk, which the mask
+and the bounds-checked store ignore. No warp specialisation: warp 0 is also the producer and refills a stage once every warp has
+released it (the ring's order is the one of gemm_wgmma.py).
+
+Two main loops, chosen at compile time by the config knob PIPE:
+  PIPE=0, simple: per key tile, Q Kᵀ, wait, softmax, P V, wait. The tensor cores idle during the softmax
+    (only the CTA's other warpgroup, unscheduled, can fill the gap).
+  PIPE=1, pipelined (the default): the order of FlashAttention-3's intra-warpgroup overlap, written from
+    its paper's description: Q K(j+1)ᵀ is issued into a second score accumulator before P(j) V, and the
+    softmax of tile j + 1 runs while P(j) V is on the tensor cores. Both groups of an iteration retire
+    before the next rescale of O (ptxas serialises every wgmma of the kernel, warning C7514, when code
+    reads accumulators it cannot prove retired; the compile test checks the SASS for it).
+
+CTAs walk the query tiles of a head group from the last one down, so causal CTAs with the most keys start
+first.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90
+from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.tensor_utils import LayoutEnum
+
+from tilerosetta.kernels.cute_dsl import common
+
+HEAD_DIMS = (64, 128)
+ALIGN_ELEMS = 8  # TMA: 16-byte aligned bases (the adapter checks; D * 2 bytes row strides always are)
+K_MAJOR = LayoutEnum.ROW_MAJOR  # an operand whose reduction dim is contiguous (q, k: D; p: keys)
+MN_MAJOR = LayoutEnum.COL_MAJOR  # an operand whose output dim is contiguous (v: D is P V's N)
+
+
+def mmas(dtype, bm: int, bn: int, d: int):
+    """The two tiled MMAs: S = Q Kᵀ (BM x BN, reduction D, both operands from shared memory) and
+    O = P V (BM x D, reduction BN, P from registers). BM / 64 warpgroups along M."""
+    wgs = (bm // 64, 1, 1)
+    qk = sm90.make_trivial_tiled_mma(dtype, dtype, K_MAJOR.sm90_mma_major_mode(), K_MAJOR.sm90_mma_major_mode(),
+                                     cutlass.Float32, wgs, (64, bn))
+    pv = sm90.make_trivial_tiled_mma(dtype, dtype, K_MAJOR.sm90_mma_major_mode(), MN_MAJOR.sm90_mma_major_mode(),
+                                     cutlass.Float32, wgs, (64, d), a_source=warpgroup.OperandSource.RMEM)
+    return qk, pv
+
+
+# ---- the CTA's share of the work. Plain Python on purpose: traced inline in the kernel (Int32s), and run
+# with ints on the CPU by shared_tests/test_cute_dsl_compile.py, which replays the kernel's schedule on the
+# conformance cases against the spec's reference (no `if`: a traced Int32 has no Python truth value).
+def cta_coords(bx, m_tiles, groups):
+    """(query tile, head group, batch) of CTA bx; the grid is x only (y and z stop at 65535). The query
+    tiles of a head group run from the last one down: causal CTAs with the most key tiles start first."""
+    bg = bx // m_tiles
+    return m_tiles - 1 - bx % m_tiles, bg % groups, bg // groups
+
+
+def kv_head(hg, gp, heads, kv_heads):
+    """The K/V head of head group hg (its first query head hg * gp, over H / Hkv query heads per K/V head)."""
+    return hg * gp // (heads // kv_heads)
+
+
+def query_span(m0, bm, rows, sq):
+    """(smallest, largest) query position (0..Sq-1) among the rows m0 .. m0 + bm - 1 (those < rows) of a
+    head group, where row i is position i % sq: the positions between, or all of them when the rows
+    reach into the next head."""
+    last = cutlass.min(m0 + bm, rows) - 1
+    wraps = cutlass.min((m0 % sq + last - m0) // sq, 1)
+    return (m0 % sq) * (1 - wraps), (last % sq) * (1 - wraps) + (sq - 1) * wraps
+
+
+def key_tiles(sk, bn, causal, max_pos, shift):
+    """Key tiles a CTA loads: all of them, or (causal = 1) those up to the diagonal of its largest query
+    position (never none: with Sq <= Sk every position sees key 0)."""
+    n_all = (sk + bn - 1) // bn
+    n_causal = cutlass.max(cutlass.min(n_all, (max_pos + shift) // bn + 1), 1)
+    return n_all + causal * (n_causal - n_all)
+
+
+def _max(a, b):
+    return cutlass.max(a, b)
+
+
+def _add(a, b):
+    return a + b
+
+
+@cute.jit
+def _load_kv(tma_k: cute.CopyAtom, tKgK: cute.Tensor, tKsK: cute.Tensor, tma_v: cute.CopyAtom, tVgV: cute.Tensor,
+             tVsV: cute.Tensor, bar, j: cutlass.Int32, s: cutlass.Int32, tx_bytes: cutlass.Constexpr):
+    """Called by the whole producer warp (the TMA copy elects its lane with a warp-wide elect.sync): the
+    stage's bytes expected on `bar`, then the K and V tiles j into stage s."""
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, tx_bytes)
+    cute.copy(tma_k, tKgK[None, j], tKsK[None, s], tma_bar_ptr=bar)
+    cute.copy(tma_v, tVgV[None, j], tVsV[None, s], tma_bar_ptr=bar)
+
+
+@cute.jit
+def _online_softmax(acc_s: cute.Tensor, row_max: cute.Tensor, row_sum: cute.Tensor, corr: cute.Tensor,
+                    tScS: cute.Tensor, pos: cute.Tensor, kv0: cutlass.Int32, min_pos: cutlass.Int32,
+                    sk: cutlass.Int32, shift: cutlass.Int32, causal: cutlass.Int32, scale_log2: cutlass.Float32,
+                    bn_: cutlass.Constexpr):
+    """One key tile of the online softmax on a thread's scores acc_s (two rows: value i on row slot
+    (i // 2) % 2): masks it, updates the row maxima and sums, leaves P = exp2((S - max) * scale_log2) in
+    acc_s (fp32) and the factor that rescales what came before in corr. pos: the query position (0..Sq-1)
+    of the thread's two rows; min_pos: the smallest of the CTA's rows."""
+    minus_inf = cutlass.Float32(-math.inf)
+    # mask only tiles that reach past Sk or past the diagonal of the CTA's first query position
+    n = cute.size(acc_s)
+    if kv0 + bn_ > sk or (causal != 0 and kv0 + bn_ - 1 > min_pos + shift):
+        for i in cutlass.range_constexpr(n):
+            key = kv0 + tScS[i][1]
+            if key >= sk or (causal != 0 and key > pos[(i // 2) % 2] + shift):
+                acc_s[i] = minus_inf
+    base = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+    for r in cutlass.range_constexpr(2):
+        mx = row_max[r]
+        for i in cutlass.range_constexpr(n):
+            if cutlass.const_expr((i // 2) % 2 == r):
+                mx = _max(mx, acc_s[i])
+        mx = cute.arch.warp_reduction(mx, _max, threads_in_group=4)  # the row's quad
+        b2 = mx * scale_log2
+        if mx == minus_inf:
+            b2 = cutlass.Float32(0.0)
+        corr[r] = cute.math.exp2(row_max[r] * scale_log2 - b2, fastmath=True)
+        base[r] = b2
+        row_max[r] = mx
+    part = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+    part.fill(0.0)
+    for i in cutlass.range_constexpr(n):
+        r = (i // 2) % 2
+        p = cute.math.exp2(acc_s[i] * scale_log2 - base[r], fastmath=True)
+        acc_s[i] = p
+        part[r] = part[r] + p
+    for r in cutlass.range_constexpr(2):
+        row_sum[r] = row_sum[r] * corr[r] + part[r]
+
+
+@cute.jit
+def _rescale(acc_o: cute.Tensor, corr: cute.Tensor):
+    for i in cutlass.range_constexpr(cute.size(acc_o)):
+        acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
+
+
+@cute.kernel
+def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ: cute.Tensor,
+                            tma_k: cute.CopyAtom, mK: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
+                            mO: cute.Tensor, sq: cutlass.Int32, q_layout: cute.ComposedLayout, k_layout: cute.ComposedLayout,
+                            v_layout: cute.ComposedLayout, causal: cutlass.Int32, scale_log2: cutlass.Float32,
+                            bm_: cutlass.Constexpr, bn_: cutlass.Constexpr, d: cutlass.Constexpr,
+                            stages: cutlass.Constexpr, pipelined: cutlass.Constexpr, q_bytes: cutlass.Constexpr,
+                            kv_bytes: cutlass.Constexpr):
+    tidx, _, _ = cute.arch.thread_idx()
+    bx, _, _ = cute.arch.block_idx()
+    warp, lane = tidx // 32, tidx % 32
+    n_warps = cute.size(qk_mma) // 32
+    # mQ, mO (GP * Sq, D, H / GP, B): the query rows of GP consecutive heads (one head group) are one
+    # block of rows (see attention_wgmma); mK (Sk, D, Hkv, B), mV (D, Sk, Hkv, B); mQ, mK, mV are TMA
+    # coordinate tensors. Row i of a group is query position i % Sq of head i // Sq of the group.
+    rows, groups = cute.size(mO, mode=[0]), cute.size(mO, mode=[2])
+    sk, kv_heads = cute.size(mK, mode=[0]), cute.size(mK, mode=[2])
+    m_tiles = cute.ceil_div(rows, bm_)
+    mt, hg, b = cta_coords(bx, m_tiles, groups)
+    gp = rows // sq  # heads per group: H / Hkv when packed, else 1
+    hk = kv_head(hg, gp, groups * gp, kv_heads)
+    m0 = mt * bm_
+    shift = sk - sq  # causal: query position i sees keys j <= i + shift
+    min_pos, max_pos = query_span(m0, bm_, rows, sq)
+    n_tiles = key_tiles(sk, bn_, causal, max_pos, shift)
+
+    # ---- shared memory: Q, the K and V rings (swizzled as wgmma's descriptors expect), the barriers
+    smem = cutlass.memory.SmemAllocator()
+    dtype = mO.element_type
+    sQ = smem.allocate_tensor(dtype, q_layout.outer, byte_alignment=1024, swizzle=q_layout.inner)
+    sK = smem.allocate_tensor(dtype, k_layout.outer, byte_alignment=1024, swizzle=k_layout.inner)
+    sV = smem.allocate_tensor(dtype, v_layout.outer, byte_alignment=1024, swizzle=v_layout.inner)
+    q_bar = smem.allocate_array(cutlass.Int64, 1)
+    full = smem.allocate_array(cutlass.Int64, stages)
+    empty = smem.allocate_array(cutlass.Int64, stages)
+    if tidx == 0:
+        cpasync.prefetch_descriptor(tma_q)
+        cpasync.prefetch_descriptor(tma_k)
+        cpasync.prefetch_descriptor(tma_v)
+        cute.arch.mbarrier_init(q_bar, 1)
+        for s in cutlass.range_constexpr(stages):
+            cute.arch.mbarrier_init(full + s, 1)
+            cute.arch.mbarrier_init(empty + s, n_warps)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.sync_threads()
+
+    # ---- this CTA's tiles in TMA coordinates and their shared-memory destinations
+    gQ = cute.local_tile(mQ[None, None, hg, b], (bm_, d), (None, 0))  # (BM, D, query tiles)
+    gK = cute.local_tile(mK[None, None, hk, b], (bn_, d), (None, 0))  # (BN, D, key tiles)
+    gV = cute.local_tile(mV[None, None, hk, b], (d, bn_), (0, None))  # (D, BN, key tiles)
+    tQsQ, tQgQ = cpasync.tma_partition(tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2),
+                                       cute.group_modes(gQ, 0, 2))
+    tKsK, tKgK = cpasync.tma_partition(tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2),
+                                       cute.group_modes(gK, 0, 2))
+    tVsV, tVgV = cpasync.tma_partition(tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2),
+                                       cute.group_modes(gV, 0, 2))
+
+    # ---- prologue: Q and the first key tiles in flight (fresh stages: no empty wait)
+    if warp == 0:
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_arrive_and_expect_tx(q_bar, q_bytes)
+        cute.copy(tma_q, tQgQ[None, mt], tQsQ[None, 0], tma_bar_ptr=q_bar)
+        # the simple loop refills a stage at the top of the iteration after its release, the pipelined
+        # one at the end of the iteration that releases it: it starts with every stage in flight
+        for j in range(cutlass.min(stages if pipelined else stages - 1, n_tiles)):
+            _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + j, j, j, kv_bytes)
+
+    # ---- the MMA views: descriptors over Q and every stage of K and V; S, P and O in registers
+    thr_qk, thr_pv = qk_mma.get_slice(tidx), pv_mma.get_slice(tidx)
+    tSrQ = qk_mma.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, D / 16, 1)
+    tSrK = qk_mma.make_fragment_B(thr_qk.partition_B(sK))  # (MMA, 1, D / 16, stages)
+    tOrV = pv_mma.make_fragment_B(thr_pv.partition_B(sV))  # (MMA, 1, BN / 16, stages)
+    acc_s = qk_mma.make_fragment_C(thr_qk.partition_shape_C((bm_, bn_)))  # ((2, 2, BN / 8), 1, 1) fp32
+    acc_o = pv_mma.make_fragment_C(thr_pv.partition_shape_C((bm_, d)))  # ((2, 2, D / 8), 1, 1) fp32
+    tOrP = pv_mma.make_fragment_A(pv_mma.partition_shape_A((bm_, bn_)))  # ((2, 2, 2), 1, BN / 16) 16-bit
+    # the same registers seen with S's layout: P = S element for element (see the module docstring)
+    tOrP_as_s = cute.make_tensor(tOrP.iterator, acc_s.layout)
+    tScS = thr_qk.partition_C(cute.make_identity_tensor((bm_, bn_)))  # (row, key) in the tile of each S value
+    pos = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Int32)  # query position of the thread's two rows
+    for r in cutlass.range_constexpr(2):
+        pos[r] = (m0 + tScS[2 * r][0]) % sq  # values 2r, 2r + 1 lie on row slot r
+    qk_mma.set(warpgroup.Field.ACCUMULATE, True)
+    pv_mma.set(warpgroup.Field.ACCUMULATE, True)
+    acc_o.fill(0.0)
+    # a thread's two rows: value i of S / O lies on row slot (i // 2) % 2 (the (2, 2, N / 8) fragment)
+    row_max = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+    row_sum = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+    minus_inf = cutlass.Float32(-math.inf)
+    row_max.fill(minus_inf)
+    row_sum.fill(0.0)
+    cute.arch.mbarrier_wait(q_bar, 0)
+
+    corr = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)  # a tile's rescale factor per row
+    if cutlass.const_expr(not pipelined):
+        for j in range(n_tiles):
+            s = j % stages
+            nt = j + stages - 1  # producer warp: refill the stage tile j - 1 used (released by every warp)
+            if warp == 0 and nt < n_tiles:
+                if nt >= stages:
+                    cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
+                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + nt % stages, nt, nt % stages, kv_bytes)
+            cute.arch.mbarrier_wait(full + s, (j // stages) % 2)
+
+            # 1. S = Q Kᵀ
+            acc_s.fill(0.0)
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(d // 16):
+                cute.gemm(qk_mma, acc_s, tSrQ[None, None, kb, 0], tSrK[None, None, kb, s], acc_s)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            # 2. mask, online softmax: S -> P (fp32), O rescaled, P converted into the A registers
+            _online_softmax(acc_s, row_max, row_sum, corr, tScS, pos, j * bn_, min_pos, sk, shift, causal,
+                            scale_log2, bn_)
+            _rescale(acc_o, corr)
+            tOrP_as_s.store(acc_s.load().to(dtype))
+            # 3. O += P V
+            warpgroup.fence()  # the register writes of P and of the rescaled O before the wgmmas read them
+            for kb in cutlass.range_constexpr(bn_ // 16):
+                cute.gemm(pv_mma, acc_o, tOrP[None, None, kb], tOrV[None, None, kb, s], acc_o)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            if lane == 0:
+                cute.arch.mbarrier_arrive(empty + s)  # this warp is done with stage s
+    else:
+        # Pipelined: the softmax of tile j + 1 runs while the tensor cores compute P(j) V, the order of
+        # FlashAttention-3's intra-warpgroup overlap. Per iteration j (P(j) and its rescale factor ready):
+        #   issue Q K(j+1)ᵀ into acc_n; rescale O; issue P(j) V; wait_group(1) (groups retire in order:
+        #   the scores are in); softmax of tile j + 1 -> P(j+1); wait_group(0) (P(j) V done); release stage.
+        # O is only rescaled with no P V in flight (ptxas serialises every wgmma when registers it cannot
+        # prove retired are read). The last tile recomputes its own scores (its stage is never released),
+        # so every iteration issues the same wgmmas; its softmax is skipped.
+        acc_n = qk_mma.make_fragment_C(thr_qk.partition_shape_C((bm_, bn_)))
+        cute.arch.mbarrier_wait(full, 0)
+        acc_s.fill(0.0)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(d // 16):
+            cute.gemm(qk_mma, acc_s, tSrQ[None, None, kb, 0], tSrK[None, None, kb, 0], acc_s)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)
+        _online_softmax(acc_s, row_max, row_sum, corr, tScS, pos, 0, min_pos, sk, shift, causal, scale_log2,
+                        bn_)
+        for j in range(n_tiles):
+            s = j % stages
+            jn = cutlass.min(j + 1, n_tiles - 1)
+            s1 = jn % stages
+            cute.arch.mbarrier_wait(full + s1, (jn // stages) % 2)
+            acc_n.fill(0.0)
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(d // 16):
+                cute.gemm(qk_mma, acc_n, tSrQ[None, None, kb, 0], tSrK[None, None, kb, s1], acc_n)
+            warpgroup.commit_group()
+            _rescale(acc_o, corr)
+            tOrP_as_s.store(acc_s.load().to(dtype))
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(bn_ // 16):
+                cute.gemm(pv_mma, acc_o, tOrP[None, None, kb], tOrV[None, None, kb, s], acc_o)
+            warpgroup.commit_group()
+            warpgroup.wait_group(1)  # the scores of tile j + 1 are in (P(j) V may still run)
+            if j + 1 < n_tiles:
+                _online_softmax(acc_n, row_max, row_sum, corr, tScS, pos, (j + 1) * bn_, min_pos, sk, shift,
+                                causal, scale_log2, bn_)
+                acc_s.store(acc_n.load())
+            warpgroup.wait_group(0)  # P(j) V done: stage s is free
+            if lane == 0:
+                cute.arch.mbarrier_arrive(empty + s)
+            nt = j + stages  # producer warp: tile j + STAGES into stage s once every warp released it
+            if warp == 0 and nt < n_tiles:
+                cute.arch.mbarrier_wait(empty + s, (j // stages) % 2)
+                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + s, nt, s, kv_bytes)
+
+    # ---- epilogue: O / l, bounds-checked store of the real rows (pairs of adjacent columns: 32-bit stores)
+    inv = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+    for r in cutlass.range_constexpr(2):
+        total = cute.arch.warp_reduction(row_sum[r], _add, threads_in_group=4)
+        inv[r] = cutlass.Float32(1.0) / total
+    gO = cute.local_tile(mO[None, None, hg, b], (bm_, d), (mt, 0))
+    tOgO = thr_pv.partition_C(gO)
+    tOcO = thr_pv.partition_C(cute.make_identity_tensor((bm_, d)))
+    for i in cutlass.range_constexpr(0, cute.size(acc_o), 2):
+        row, _ = tOcO[i]
+        if m0 + row < rows:
+            r = (i // 2) % 2
+            tOgO[i] = (acc_o[i] * inv[r]).to(dtype)
+            tOgO[i + 1] = (acc_o[i + 1] * inv[r]).to(dtype)
+
+
+@cute.jit
+def attention_wgmma(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, causal: cutlass.Int32,
+                    scale_log2: cutlass.Float32, stream, d: cutlass.Constexpr, bm_: cutlass.Constexpr,
+                    bn_: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr,
+                    pack: cutlass.Constexpr):
+    # torch's row-major (B, H, S, D) as TMA coordinate tensors: q, k (S, D, H, B) K-major operands of
+    # Q Kᵀ; v (D, Sk, Hkv, B), D-contiguous = the N-major B operand of P V
+    batch, heads, sq = cute.size(q, mode=[0]), cute.size(q, mode=[1]), cute.size(q, mode=[2])
+    gp = heads // cute.size(k, mode=[1]) if pack else 1  # query heads per CTA row block
+    qs, os_ = q.layout.stride, out.layout.stride
+    mQ = cute.make_tensor(q.iterator, cute.make_layout((gp * sq, d, heads // gp, batch),
+                                                       stride=(qs[2], 1, gp * qs[1], qs[0])))
+    mO = cute.make_tensor(out.iterator, cute.make_layout((gp * sq, d, heads // gp, batch),
+                                                         stride=(os_[2], 1, gp * os_[1], os_[0])))
+    mK = cute.make_tensor(k.iterator, cute.select(k.layout, mode=[2, 3, 1, 0]))
+    mV = cute.make_tensor(v.iterator, cute.select(v.layout, mode=[3, 2, 1, 0]))
+    dtype = q.element_type
+    qk_mma, pv_mma = mmas(dtype, bm_, bn_, d)
+    q_layout = sm90.make_smem_layout_a(K_MAJOR, (bm_, bn_, d), dtype, 1)  # (BM, D, 1)
+    k_layout = sm90.make_smem_layout_b(K_MAJOR, (bm_, bn_, d), dtype, stages)  # (BN, D, stages)
+    v_layout = sm90.make_smem_layout_b(MN_MAJOR, (bm_, d, bn_), dtype, stages)  # (D, BN, stages)
+    op = cpasync.CopyBulkTensorTileG2SOp()
+    tma_q, tma_mQ = cpasync.make_tiled_tma_atom(op, mQ, cute.slice_(q_layout, (None, None, 0)), (bm_, d))
+    tma_k, tma_mK = cpasync.make_tiled_tma_atom(op, mK, cute.slice_(k_layout, (None, None, 0)), (bn_, d))
+    tma_v, tma_mV = cpasync.make_tiled_tma_atom(op, mV, cute.slice_(v_layout, (None, None, 0)), (d, bn_))
+    q_bytes = bm_ * d * dtype.width // 8
+    kv_bytes = 2 * bn_ * d * dtype.width // 8
+    _attention_wgmma_kernel(qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, mO, sq, q_layout, k_layout,
+                            v_layout, causal, scale_log2, bm_, bn_, d, stages, pipelined, q_bytes,
+                            kv_bytes).launch(
+        grid=[cute.ceil_div(gp * sq, bm_) * (heads // gp) * batch, 1, 1], block=[cute.size(qk_mma), 1, 1], stream=stream)
+
+
+def build(dtype, d: int, cfg: dict):
+    """(jit function, fake args): q, k, v 16-byte aligned (what TMA needs; TVM-FFI refuses a tensor that
+    breaks it), every extent but D symbolic."""
+    b, h, hkv, sq, sk = (common.sym() for _ in range(5))
+    q, out = (common.fake(dtype, (b, h, sq, d), ALIGN_ELEMS) for _ in range(2))
+    k, v = common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS), common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS)
+    return attention_wgmma, (q, k, v, out, cutlass.Int32(0), cutlass.Float32(1.0), common.stream(), d, cfg["BM"],
+                             cfg["BN"], cfg["STAGES"], bool(cfg.get("PIPE", 0)), bool(cfg.get("PACK", 0)))
