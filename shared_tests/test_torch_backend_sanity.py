@@ -66,4 +66,4 @@ def test_the_torch_backend_is_every_spec_baseline():
     assert derived.returning == SPECS["rms_norm"].baseline  # no out= form: derived from the spec
     assert tb.implementations()["softmax"] is torch_ref.softmax  # torch's out= form kept
     case = Case({"M": 3, "N": 33})
-    assert check_case(tb, SPECS["rms_norm"], torch.float32, case, seed=0, device="cpu").ok
+    assert check_case(tb, SPECS["rms_norm"], torch.float32, case, seed=0, device=tb.device_type).ok

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
+import threading
 import time
 
 import torch
 
 from tilerosetta.backends.base import Backend
+from tilerosetta.errors import TileRosettaError
 from tilerosetta.kernels.cute_dsl import FORCE_ATTENTION_ENV, KERNEL_MODULES, MISSING, kernel_module, variant_of
 from tilerosetta.kernels.cute_dsl import config as cfgmod
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
@@ -91,6 +93,19 @@ def _version(dist: str) -> str | None:
         return None
 
 
+_COMPILE_LOCK = threading.Lock()
+SIMT_BM = 64  # kernels/cute_dsl/gemm_simt.py's BM (not imported: that module imports cutlass)
+
+
+def _check_simt_gemm_grid(op: str, dims: dict[str, int]) -> None:
+    """The SIMT GEMM puts its row tiles on grid y, which CUDA caps at 65535: refuse before launch."""
+    tiles = -(-dims["M"] // SIMT_BM)
+    if tiles > 65535:
+        raise TileRosettaError(op, "cute_dsl", "a", (
+            f"M = {dims['M']} makes {tiles} row tiles of {SIMT_BM} on grid y, over CUDA's 65535: this shape takes "
+            f"the SIMT GEMM (fp32, or extents/bases TMA cannot take); see `tilerosetta list --limits`"))
+
+
 class CuteDslBackend(Backend):
     name = "cute_dsl"
     config_tables = cfgmod  # default table, sweep space and rules (Backend delegates to them)
@@ -125,7 +140,8 @@ class CuteDslBackend(Backend):
             return (f"{base}; the wgmma kernel (TMA loads) when q, k, v, out start 16-byte aligned, else the SIMT "
                     f"kernel (config WGMMA=0 or {FORCE_ATTENTION_ENV}=simt: always SIMT)")
         if op in ("matmul", "bmm"):
-            return f"{base}; the wgmma kernel for fp16/bf16 with 16-byte aligned bases and rows, else the SIMT GEMM"
+            return (f"{base}; the wgmma kernel for fp16/bf16 with 16-byte aligned bases and rows, else the SIMT GEMM, "
+                    f"whose ceil(M/{SIMT_BM}) row tiles are on grid y: more than 65535 refused before launch")
         return base
 
     # ---- ops ---------------------------------------------------------------------------------------
@@ -144,11 +160,16 @@ class CuteDslBackend(Backend):
         key = (op, dtype, variant, tuple(sorted(cfg.items())), arch)
         fn = self._compiled.get(key)
         if fn is None:
-            jit_fn, args = kernel_module(op).build(dtype, variant, cfg)
-            t0 = time.perf_counter()
-            fn = self._compile(jit_fn, args, arch)
-            self._compile_ms[key] = (time.perf_counter() - t0) * 1e3
-            self._compiled[key] = fn
+            # One compilation at a time: the DSL's MLIR compiler is not thread-safe (first calls from
+            # several threads killed the process on the H200); launches of compiled functions stay parallel.
+            with _COMPILE_LOCK:
+                fn = self._compiled.get(key)
+                if fn is None:
+                    jit_fn, args = kernel_module(op).build(dtype, variant, cfg)
+                    t0 = time.perf_counter()
+                    fn = self._compile(jit_fn, args, arch)
+                    self._compile_ms[key] = (time.perf_counter() - t0) * 1e3
+                    self._compiled[key] = fn
         return fn
 
     def _bind(self, op):
@@ -160,6 +181,8 @@ class CuteDslBackend(Backend):
             dims = spec.dims_of(tensors[:n_tensors])
             tile_cfg = self.config_for(op, dtype, dims)
             variant = variant_of(op, tensors[:n_tensors], tile_cfg)
+            if variant == "simt" and op in ("matmul", "bmm"):
+                _check_simt_gemm_grid(op, dims)
             cfg = specialization(op, dtype, variant, dims, tile_cfg)
             compiled = self.compiled(op, dtype, variant, cfg, self._arch_of(tensors[0].device))
             with torch.cuda.device(tensors[0].device):  # TVM-FFI launches on this device's current stream
