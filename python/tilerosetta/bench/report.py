@@ -513,6 +513,22 @@ def scaling_section(scal: Results, colors_of: list[str]) -> Section:
     return sec
 
 
+def targets_section(res: Results, dtype: str = HEADLINE_DTYPE) -> Section:
+    """Issue 15's per-case targets (bench/targets.py): met, or the gap and by how much."""
+    from tilerosetta.bench import targets
+
+    header, rows, counts = targets.table(res, dtype)
+    tally = ", ".join(f"{b} {m}/{n}" for b, (m, n) in counts.items() if n)
+    return Section("Targets", [
+        Block("p", f"Per case at {dtype}: memory-bound cases (memory-bound ops, decode matmuls and attention) "
+                   f"need >= {targets.COPY_TARGET_PCT:.0f}% of the measured copy bandwidth and at most "
+                   f"{targets.PEER_SLACK_PCT:.0f} points below the best peer; matmul/bmm GEMMs >= 1.00x torch "
+                   f"(cuBLAS); attention >= 1.00x the best of FlashAttention 4 and torch SDPA. A tie (p20-p80 "
+                   f"spreads overlap) meets a ratio target. Causes of the gaps: bench/GAPS.md, per backend. "
+                   f"Met: {tally or 'nothing judged'}."),
+        Block("table", header=header, rows=rows)])
+
+
 def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = None,
           e2e=None) -> tuple[str, list[Section]]:
     gpu = res.meta.get("gpu", {}).get("name", "unknown GPU")
@@ -547,6 +563,8 @@ def build(res: Results, preferred: str = HEADLINE_DTYPE, scal: Results | None = 
                    f"peer; '(k/n tie)' = k of the n sizes are ties."),
         Block("table", header=h_over, rows=r_over)])
     sections = [intro]
+    if not res.cpu_only:
+        sections.append(targets_section(res, preferred))
     if not res.cpu_only:
         sections.append(Section("% of roofline", [Block("img", name="heatmap.png", png=heatmap(res, preferred),
                                                         text="backend x op heatmap of % of ceiling")]))

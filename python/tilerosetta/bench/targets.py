@@ -1,0 +1,78 @@
+"""Issue 15's targets, judged per case and backend from one results file (`tilerosetta report` shows the table).
+
+The targets (H200, every bench case):
+  * memory-bound cases (the memory-bound ops, decode matmuls and decode attention): >= 90% of the measured
+    copy bandwidth, and no more than 3 points of it below the best peer's;
+  * matmul and bmm GEMMs: >= 1.00x torch.mm / torch.bmm (cuBLAS);
+  * attention (compute-bound cases): >= 1.00x the best of FlashAttention 4 and torch SDPA (cuDNN, flash, and
+    torch's own dispatch).
+A result inside the reference's p20-p80 spread (a tie) meets a ratio target: the difference is noise. A gap
+names what it misses by; its cause is in bench/GAPS.md, the backend's section.
+"""
+from __future__ import annotations
+
+from tilerosetta.bench.results import Results, spreads_overlap
+
+COPY_TARGET_PCT = 90.0  # % of the measured copy bandwidth
+PEER_SLACK_PCT = 3.0  # points of copy bandwidth a memory-bound result may trail the best peer by
+GEMM_REFERENCES = ("torch",)  # cuBLAS, as torch users call it
+ATTENTION_REFERENCES = ("fa4", "sdpa_cudnn", "sdpa_flash", "torch")
+MET, GAP, NONE = "met", "gap", "-"
+
+
+def _best(res: Results, op: str, dtype: str, case: str, names) -> dict | None:
+    recs = [r for r in res.results if r["op"] == op and r["dtype"] == dtype and r["case"] == case
+            and r["backend"] in names and r["status"] == "ok" and r.get("timing") and not r.get("sweep")]
+    return min(recs, key=lambda r: r["timing"]["median_ms"]) if recs else None
+
+
+def judge(res: Results, rec: dict) -> tuple[str, str]:
+    """(MET | GAP | NONE, why) for one of our results against its case's target."""
+    if rec.get("status") != "ok" or not rec.get("timing"):
+        return NONE, rec.get("status", "not run")
+    op, dt, case = rec["op"], rec["dtype"], rec["case"]
+    if rec.get("bound") == "memory":
+        pct = rec.get("pct_of_ceiling")
+        peer = res.best_peer(op, dt, case)
+        peer_pct = peer.get("pct_of_ceiling") if peer else None
+        if pct is None:
+            return NONE, "no % of copy bandwidth recorded"
+        short = []
+        if pct < COPY_TARGET_PCT:
+            short.append(f"{pct:.1f}% < {COPY_TARGET_PCT:.0f}% of copy")
+        if peer_pct is not None and pct < peer_pct - PEER_SLACK_PCT and not spreads_overlap(peer["timing"], rec["timing"]):
+            short.append(f"{pct:.1f}% vs {peer['backend']} {peer_pct:.1f}%")
+        return (GAP, "; ".join(short)) if short else (MET, f"{pct:.0f}% of copy")
+    names = GEMM_REFERENCES if op in ("matmul", "bmm") else ATTENTION_REFERENCES if op == "attention" else None
+    if names is None:  # a compute-bound op without a stated target
+        return NONE, "no target for this op"
+    ref = _best(res, op, dt, case, names)
+    if ref is None:
+        return NONE, f"no {'/'.join(names)} result to compare with"
+    ratio = ref["timing"]["median_ms"] / rec["timing"]["median_ms"]
+    if ratio >= 1.0 or spreads_overlap(ref["timing"], rec["timing"]):
+        return MET, f"{ratio:.2f}x {ref['backend']}" + (" (tie)" if ratio < 1.0 else "")
+    return GAP, f"{ratio:.2f}x {ref['backend']}"
+
+
+def table(res: Results, dtype: str = "bf16") -> tuple[list[str], list[list[str]], dict[str, tuple[int, int]]]:
+    """(header, rows, {backend: (met, judged)}): one row per case of `dtype`, one column per backend of ours."""
+    ours = [b for b in res.backends() if not res.is_reference(b)]
+    index = res.by_key()
+    cases = []
+    for r in res.results:
+        k = (r["op"], r["dtype"], r["case"])
+        if r["dtype"] == dtype and not r.get("sweep") and k not in cases:
+            cases.append(k)
+    rows, counts = [], {b: [0, 0] for b in ours}
+    for op, dt, case in cases:
+        line = [op, case]
+        for b in ours:
+            rec = index.get((b, op, dt, case))
+            verdict, why = judge(res, rec) if rec else (NONE, "not run")
+            if verdict != NONE:
+                counts[b][1] += 1
+                counts[b][0] += verdict == MET
+            line.append(why if verdict == MET else f"GAP {why}" if verdict == GAP else "-")
+        rows.append(line)
+    return ["op", "size", *ours], rows, {b: (m, n) for b, (m, n) in counts.items()}
