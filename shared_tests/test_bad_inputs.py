@@ -426,24 +426,7 @@ GRID_GAPS: dict[tuple[str, str], tuple[bool, str]] = {
     ("cutile_jl", "transpose_tall"): (True, _JL_YZ.format("ceil(M / tile_m)", "y")),
     ("cutile_jl", "bmm_rows"): (True, _JL_YZ.format("ceil(M / tile_m)", "y")),
     ("cutile_jl", "bmm"): (True, _JL_YZ.format("the batch", "z")),
-    # K = 3 takes the SIMT GEMM (TMA needs 16-byte rows), whose row tiles are on grid y
-    ("cute_dsl", "bmm_rows"): (True, "the CuTe DSL SIMT GEMM puts ceil(M / 64) on grid y (refused before launch "
-                                     "by backends/cute_dsl.py _check_simt_gemm_grid)"),
 }
-
-
-def test_cute_dsl_simt_gemm_grid_check_matches_the_kernel():
-    """The adapter's refusal uses the SIMT GEMM's row tile without importing it (that imports cutlass): the
-    kernel file's BM must be the one the check divides by."""
-    import re
-
-    from tilerosetta.backends import cute_dsl as adapter
-    from tilerosetta.toolchain import REPO_ROOT
-    src = (REPO_ROOT / "python/tilerosetta/kernels/cute_dsl/gemm_simt.py").read_text()
-    assert int(re.search(r"^BM, BN, BK = (\d+),", src, re.M).group(1)) == adapter.SIMT_BM
-    with pytest.raises(TileRosettaError, match="65535"):
-        adapter._check_simt_gemm_grid("bmm", {"M": 65536 * adapter.SIMT_BM + 1})
-    adapter._check_simt_gemm_grid("bmm", {"M": 65535 * adapter.SIMT_BM})
 
 
 def _grid_gap(request, backend, what):

@@ -30,7 +30,6 @@ import time
 import torch
 
 from tilerosetta.backends.base import Backend
-from tilerosetta.errors import TileRosettaError
 from tilerosetta.kernels.cute_dsl import FORCE_ATTENTION_ENV, KERNEL_MODULES, MISSING, kernel_module, variant_of
 from tilerosetta.kernels.cute_dsl import config as cfgmod
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
@@ -93,17 +92,7 @@ def _version(dist: str) -> str | None:
         return None
 
 
-_COMPILE_LOCK = threading.Lock()
-SIMT_BM = 64  # kernels/cute_dsl/gemm_simt.py's BM (not imported: that module imports cutlass)
-
-
-def _check_simt_gemm_grid(op: str, dims: dict[str, int]) -> None:
-    """The SIMT GEMM puts its row tiles on grid y, which CUDA caps at 65535: refuse before launch."""
-    tiles = -(-dims["M"] // SIMT_BM)
-    if tiles > 65535:
-        raise TileRosettaError(op, "cute_dsl", "a", (
-            f"M = {dims['M']} makes {tiles} row tiles of {SIMT_BM} on grid y, over CUDA's 65535: this shape takes "
-            f"the SIMT GEMM (fp32, or extents/bases TMA cannot take); see `tilerosetta list --limits`"))
+_COMPILE_LOCK = threading.Lock()  # see CuteDslBackend.compiled
 
 
 class CuteDslBackend(Backend):
@@ -140,8 +129,8 @@ class CuteDslBackend(Backend):
             return (f"{base}; the wgmma kernel (TMA loads) when q, k, v, out start 16-byte aligned, else the SIMT "
                     f"kernel (config WGMMA=0 or {FORCE_ATTENTION_ENV}=simt: always SIMT)")
         if op in ("matmul", "bmm"):
-            return (f"{base}; the wgmma kernel for fp16/bf16 with 16-byte aligned bases and rows, else the SIMT GEMM, "
-                    f"whose ceil(M/{SIMT_BM}) row tiles are on grid y: more than 65535 refused before launch")
+            return (f"{base}; the wgmma kernel for fp16/bf16 with 16-byte aligned bases and rows, else the SIMT GEMM "
+                    f"(both on one flat grid x: no tile count is capped at 65535)")
         return base
 
     # ---- ops ---------------------------------------------------------------------------------------
@@ -181,8 +170,6 @@ class CuteDslBackend(Backend):
             dims = spec.dims_of(tensors[:n_tensors])
             tile_cfg = self.config_for(op, dtype, dims)
             variant = variant_of(op, tensors[:n_tensors], tile_cfg)
-            if variant == "simt" and op in ("matmul", "bmm"):
-                _check_simt_gemm_grid(op, dims)
             cfg = specialization(op, dtype, variant, dims, tile_cfg)
             compiled = self.compiled(op, dtype, variant, cfg, self._arch_of(tensors[0].device))
             with torch.cuda.device(tensors[0].device):  # TVM-FFI launches on this device's current stream

@@ -4,7 +4,8 @@ any dtype (fp32 math: fp32 inputs get full fp32 precision, not tf32).
 Why a second path next to the wgmma one (gemm_wgmma.py): TMA needs 16-byte aligned row strides (K and N
 whole multiples of 8 halves) and wgmma has no fp32 x fp32 form, so unaligned shapes (7x13x5, 127x129x131)
 and fp32 come here. It is a classic shared-memory tiled SIMT GEMM:
-  - one CTA computes a BM x BN tile of c (grid: L x N tiles, M tiles) with 256 threads in a 16 x 16 grid;
+  - one CTA computes a BM x BN tile of c with 256 threads in a 16 x 16 grid; the CTAs are one flat grid x of
+    (M tile, batch, N tile), N tile fastest (y and z stop at 65535 CTAs, x does not: no valid shape is refused);
   - per K step it stages a BM x BK tile of a and a BK x BN tile of b in shared memory as fp32, every load
     bounds-checked (zeros past M, N, K, so partial tiles need no special case in the inner loop);
   - each thread accumulates a (BM/16) x (BN/16) block in registers; its rows are ty + 16*i and its columns
@@ -28,11 +29,12 @@ TM, TN = BM // 16, BN // 16  # outputs per thread along m and n
 @cute.kernel
 def _gemm_simt_kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor):
     tidx, _, _ = cute.arch.thread_idx()
-    bx, bm, _ = cute.arch.block_idx()
+    bx, _, _ = cute.arch.block_idx()
     m, k = cute.size(mA, mode=[1]), cute.size(mA, mode=[2])
-    n = cute.size(mB, mode=[2])
+    n, batch = cute.size(mB, mode=[2]), cute.size(mA, mode=[0])
     n_tiles = cute.ceil_div(n, BN)
-    bn, bl = bx % n_tiles, bx // n_tiles  # grid x = (batch, N tile): y and z stop at 65535, x does not
+    rest = bx % (n_tiles * batch)
+    bm, bn, bl = bx // (n_tiles * batch), rest % n_tiles, rest // n_tiles
     tx, ty = tidx % 16, tidx // 16
     m0, n0 = bm * BM, bn * BN
 
@@ -80,7 +82,7 @@ def _gemm_simt_kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor):
 @cute.jit
 def gemm_simt(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream):
     m, n, batch = cute.size(mA, mode=[1]), cute.size(mB, mode=[2]), cute.size(mA, mode=[0])
-    _gemm_simt_kernel(mA, mB, mC).launch(grid=[cute.ceil_div(n, BN) * batch, cute.ceil_div(m, BM), 1],
+    _gemm_simt_kernel(mA, mB, mC).launch(grid=[cute.ceil_div(n, BN) * batch * cute.ceil_div(m, BM), 1, 1],
                                           block=[THREADS, 1, 1], stream=stream)
 
 
