@@ -261,11 +261,12 @@ class Results:
         """torch and the peers: what our backends are compared with."""
         return self.role(backend) in REFERENCE_ROLES
 
-    def best_peer(self, op: str, dtype: str, case: str) -> dict | None:
-        """The fastest ok result among torch and the peers on one case (never one of ours)."""
+    def best_peer(self, op: str, dtype: str, case: str, among=None) -> dict | None:
+        """The fastest ok result among torch and the peers on one case (never one of ours); `among`: only
+        these backends (e.g. a target's named references)."""
         cands = [r for r in self.results if r["op"] == op and r["dtype"] == dtype and r["case"] == case
                  and r["status"] == "ok" and r.get("timing") and not r.get("sweep")
-                 and self.is_reference(r["backend"])]
+                 and self.is_reference(r["backend"]) and (among is None or r["backend"] in among)]
         return min(cands, key=lambda r: r["timing"]["median_ms"]) if cands else None
 
     def vs_best_peer(self, rec: dict) -> tuple[float, bool, str] | None:

@@ -20,12 +20,6 @@ ATTENTION_REFERENCES = ("fa4", "sdpa_cudnn", "sdpa_flash", "torch")
 MET, GAP, NONE = "met", "gap", "-"
 
 
-def _best(res: Results, op: str, dtype: str, case: str, names) -> dict | None:
-    recs = [r for r in res.results if r["op"] == op and r["dtype"] == dtype and r["case"] == case
-            and r["backend"] in names and r["status"] == "ok" and r.get("timing") and not r.get("sweep")]
-    return min(recs, key=lambda r: r["timing"]["median_ms"]) if recs else None
-
-
 def judge(res: Results, rec: dict) -> tuple[str, str]:
     """(MET | GAP | NONE, why) for one of our results against its case's target."""
     if rec.get("status") != "ok" or not rec.get("timing"):
@@ -46,7 +40,7 @@ def judge(res: Results, rec: dict) -> tuple[str, str]:
     names = GEMM_REFERENCES if op in ("matmul", "bmm") else ATTENTION_REFERENCES if op == "attention" else None
     if names is None:  # a compute-bound op without a stated target
         return NONE, "no target for this op"
-    ref = _best(res, op, dt, case, names)
+    ref = res.best_peer(op, dt, case, among=names)
     if ref is None:
         return NONE, f"no {'/'.join(names)} result to compare with"
     ratio = ref["timing"]["median_ms"] / rec["timing"]["median_ms"]
