@@ -96,18 +96,22 @@ class Ops:
         self._attn_static = (spec.inputs["k"][1] != spec.inputs["q"][1], spec.inputs["k"][2] != spec.inputs["q"][2],
                              backends.get(self.backend_of("attention")).dtypes("attention"))
 
-    def backend_of(self, op: str, bound: str | None = None) -> str:
-        """The backend that runs `op`: the chosen one, or torch when it lacks the op (see missing_why).
-        bound="memory": a call of a compute-bound op at a memory-bound size (a decode matmul or attention),
-        which `best` chooses for separately ("op@memory") when the benchmark timed such cases."""
+    def chosen(self, op: str, bound: str | None = None) -> str:
+        """The backend chosen for `op`, whether or not it has the op. bound="memory": a call of a
+        compute-bound op at a memory-bound size (a decode matmul or attention), which `best` chooses for
+        separately ("op@memory") when the benchmark timed such cases."""
         name = self.choice.get(f"{op}@{bound}") if bound else None
-        name = name or self.choice.get(op, self.name if self.name != "best" else "torch")
+        return name or self.choice.get(op, self.name if self.name != "best" else "torch")
+
+    def backend_of(self, op: str, bound: str | None = None) -> str:
+        """The backend that runs `op`: the chosen one, or torch when it lacks the op (see missing_why)."""
+        name = self.chosen(op, bound)
         return name if self.missing_why(op, name) is None else "torch"
 
     def missing_why(self, op: str, name: str | None = None) -> str | None:
         """Why the chosen backend cannot serve `op` at all (it lacks the op), or None. The model then runs
         the torch backend's op for it, and `where`/`fallbacks` say so."""
-        name = name or self.choice.get(op, self.name if self.name != "best" else "torch")
+        name = name or self.chosen(op)
         key = (op, name)
         if key not in self._missing:  # asked on every call: decided once
             b = backends.get(name)
@@ -125,8 +129,9 @@ class Ops:
             self.where.setdefault(kind, f"torch (fallback: {why})")
 
     def _run(self, op, inputs, out_shapes, kind=None, bound=None, **params):
-        name = self.backend_of(op, bound)
-        why = self.missing_why(op, self.choice.get(f"{op}@{bound}") if bound else None)
+        chosen = self.chosen(op, bound)
+        why = self.missing_why(op, chosen)
+        name = chosen if why is None else "torch"
         if why is None:
             self._note(kind or op, name)
         else:
