@@ -225,7 +225,8 @@ class TileGymPeer(Backend):
         return {op: why for op, why in missing.items() if op in OP_NAMES}
 
     def unsupported_case(self, op, dims, params):
-        if op == "attention" and (dims.get("Hkv", dims["H"]) != dims["H"] or dims.get("Sk", dims["S"]) != dims["S"]):
+        if op == "attention" and not _self_attention(dims["H"], dims.get("Hkv", dims["H"]), dims["S"],
+                                                     dims.get("Sk", dims["S"])):
             return SELF_ATTENTION_ONLY
         return None
 
@@ -334,12 +335,16 @@ def _bmm(tg_op):
 SELF_ATTENTION_ONLY = "bound for H == Hkv, S == Sk only (self-attention; no GQA or KV cache in this binding)"
 
 
+def _self_attention(h: int, hkv: int, s: int, sk: int) -> bool:
+    return h == hkv and s == sk
+
+
 def _attention(tg_op):
     def attention(q, k, v, causal, scale):
         if scale is not None and scale < 0:
             raise TileRosettaError("attention", NAME, "scale", f"{scale} < 0: TileGym applies the scale after the "
                                                                f"row max and the causal -inf mask (needs scale >= 0)")
-        if q.shape[1] != k.shape[1] or q.shape[2] != k.shape[2]:
+        if not _self_attention(q.shape[1], k.shape[1], q.shape[2], k.shape[2]):
             raise TileRosettaError("attention", NAME, "k", f"k {tuple(k.shape)} differs from q {tuple(q.shape)} in "
                                                            f"heads or length: {SELF_ATTENTION_ONLY}")
         scaling = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
