@@ -2,14 +2,17 @@
 """Where a B=1 decode step's GPU time goes, and how fast each decode GEMV is (issue 14 item 5). ~3 min.
 
     PYTHONPATH=python python tools/decode_profile.py OUT.json [--backends torch,triton,best] [--layers 8]
-        [--ctx 4096] [--sweep]
+        [--ctx 4096] [--stream-sweep] [--attention-sweep triton] [--skip-gemv] [--skip-model]
 
-1. GEMV table: every weight shape of a Llama-3.1-8B decode step at M = 1 (q/o 4096x4096, k/v 4096x1024,
+1. GEMV table: every weight of the model's B=1 decode step at M = 1 (q|k|v 4096x6144, o 4096x4096,
    gate|up 4096x28672, down 14336x4096, LM head 4096x128256), timed with the project's timer (CUDA graph,
    L2 flushed, median and p20-p80), as each contestant is called: torch.mm on our (K, N) weight,
    F.linear on the (N, K) weight transformers keeps, and every backend's matmul op; % of the copy
-   bandwidth measured in the same process. --sweep adds the Triton matmul config space's small-M part.
-2. Decode profile: the 8-layer model on each --backends entry, one eager decode step under torch.profiler:
+   bandwidth measured in the same process.
+2. --stream-sweep / --attention-sweep: Triton's small-M matmul configs on those weights, and a backend's
+   attention configs on a decode step, each timed with stream_us (distinct weights or caches back to back
+   in one CUDA graph, as the step runs them): where Triton's decode tuned entries and defaults come from.
+3. Decode profile: the 8-layer model on each --backends entry, one eager decode step under torch.profiler:
    GPU time summed per kernel name, against the CUDA-graph step time and the weight-streaming limit.
 The figures that are published come from `tilerosetta e2e` and the bench; this says where time goes.
 """
@@ -18,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -27,8 +29,9 @@ from tilerosetta import backends
 from tilerosetta.bench import ceilings
 from tilerosetta.bench.timing import time_gpu
 
-SHAPES = {"q/o": (4096, 4096), "k/v": (4096, 1024), "gate|up": (4096, 28672), "down": (14336, 4096),
-          "lm_head": (4096, 128256)}
+# The weights of one decoder layer as the model multiplies them (q|k|v and gate|up fused), and the LM head.
+MODEL_SHAPES = {"qkv": (4096, 6144), "o": (4096, 4096), "gate|up": (4096, 28672), "down": (14336, 4096),
+                "lm_head": (4096, 128256)}
 
 
 def _t(fn):
@@ -37,10 +40,10 @@ def _t(fn):
     return {"us": t.median_ms * 1e3, "p20_us": t.p20_ms * 1e3, "p80_us": t.p80_ms * 1e3, "method": t.method}
 
 
-def gemv_table(names, copy_gbps, sweep, log):
+def gemv_table(names, copy_gbps, log):
     rows = []
     gen = torch.Generator(device="cuda").manual_seed(0)
-    for label, (k, n) in SHAPES.items():
+    for label, (k, n) in MODEL_SHAPES.items():
         x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16, generator=gen)
         w_nk = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02)
         w_kn = w_nk.t().contiguous()
@@ -52,21 +55,8 @@ def gemv_table(names, copy_gbps, sweep, log):
             if b.is_available()[0] and "matmul" in b.implementations():
                 op = b.op("matmul")
                 cands[f"{name} matmul"] = (lambda op=op: op(x, w_kn, out))
-        if sweep:
-            tb = backends.get("triton")
-            raw = tb.implementations()["matmul"]
-            space = tb.config_space("matmul", torch.bfloat16)
-            for cfg in space:  # the small-M part of the space, thinned to what one call can afford
-                if (cfg["BLOCK_M"], cfg["num_warps"], cfg["GROUP_M"]) != (64, 4, 8) or cfg["BLOCK_N"] not in (64, 128) \
-                        or cfg["BLOCK_K"] not in (128, 256) or cfg["SPLIT_K"] not in (0, 4, 16) or cfg["num_stages"] not in (3, 4):
-                    continue
-                key = "triton " + ",".join(f"{k_}={v}" for k_, v in cfg.items() if k_ not in ("BLOCK_M", "GROUP_M", "num_warps"))
-                cands[key] = (lambda: raw(x, w_kn, out), cfg)
         for cname, fn in cands.items():
-            fn, cfg = fn if isinstance(fn, tuple) else (fn, None)
             try:
-                if cfg is not None:
-                    backends.get("triton").set_config("matmul", torch.bfloat16, cfg)
                 r = _t(fn)
             except Exception as exc:  # one failing contestant must not lose the table
                 r = {"error": f"{type(exc).__name__}: {exc}"[:300]}
@@ -75,13 +65,7 @@ def gemv_table(names, copy_gbps, sweep, log):
                 r["pct_copy"] = 100 * limit_us / r["us"]
             rows.append(r)
             log(f"{label:8s} {cname:48s} " + (f"{r['us']:8.1f} us {r['pct_copy']:5.1f}%" if "us" in r else r["error"]))
-        if sweep:
-            backends.get("triton").set_config("matmul", torch.bfloat16, None)
     return rows
-
-
-MODEL_SHAPES = {"qkv": (4096, 6144), "o": (4096, 4096), "gate|up": (4096, 28672), "down": (14336, 4096),
-                "lm_head": (4096, 128256)}
 
 
 def stream_us(calls, reps=10):
@@ -149,10 +133,9 @@ def stream_sweep(copy_gbps, log):
     return rows
 
 
-def attention_sweep(log, backend="triton"):
-    """The backend's attention configs on a B=1 decode step (H 32, Hkv 8, D 128, 4096 keys, causal), times
-    the split-KV plan's minimum chunk (kernels/attention_split.MIN_SPLIT_BLOCKS), timed with stream_us."""
-    from tilerosetta.kernels import attention_split
+def attention_sweep(copy_gbps, log, backend="triton"):
+    """The backend's attention configs (the split-KV chunk's minimum among them, SPLIT_MIN_BLOCKS, where the
+    space has it) on a B=1 decode step (H 32, Hkv 8, D 128, 4096 keys, causal), timed with stream_us."""
     b = backends.get(backend)
     raw = b.implementations()["attention"]
     reps = 24
@@ -161,28 +144,23 @@ def attention_sweep(log, backend="triton"):
            torch.randn(1, 8, 4096, 128, device="cuda", dtype=torch.bfloat16)) for _ in range(reps)]
     outs = [torch.empty_like(q) for _ in range(reps)]
     calls = [lambda k=k, v=v, o=o: raw(q, k, v, o, causal=True, scale=None) for (k, v), o in zip(kv, outs)]
-    limit_us = 2 * 8 * 4096 * 128 * 2 / (4244 * 1e3)
+    limit_us = 2 * 8 * 4096 * 128 * 2 / (copy_gbps * 1e3)
     space = [c for c in b.config_space("attention", torch.bfloat16) if c.get("BLOCK_M") in (64, None)]
-    rows, default_min = [], attention_split.MIN_SPLIT_BLOCKS
     sdpa = [lambda k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True) for k, v in kv]
-    rows.append({"contestant": "sdpa", "us": stream_us(sdpa)[0]})
-    for msb in (1, 2, 4, 8):
-        attention_split.MIN_SPLIT_BLOCKS = msb
-        for cfg in [None] + space:
-            try:
-                b.set_config("attention", torch.bfloat16, cfg)
-                med, p20, p80 = stream_us(calls)
-                r = {"us": med, "p20_us": p20, "p80_us": p80}
-            except Exception as exc:
-                r = {"error": f"{type(exc).__name__}: {exc}"[:200]}
-            r.update(contestant=f"MIN_SPLIT_BLOCKS={msb} " + (",".join(f"{a}={v}" for a, v in cfg.items()) if cfg else "default"),
-                     config=cfg, min_split_blocks=msb)
-            rows.append(r)
-    attention_split.MIN_SPLIT_BLOCKS = default_min
+    rows = [{"contestant": "sdpa", "us": stream_us(sdpa)[0]}]
+    for cfg in [None] + space:
+        try:
+            b.set_config("attention", torch.bfloat16, cfg)
+            med, p20, p80 = stream_us(calls)
+            r = {"us": med, "p20_us": p20, "p80_us": p80}
+        except Exception as exc:
+            r = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+        r.update(contestant=",".join(f"{a}={v}" for a, v in cfg.items()) if cfg else "default", config=cfg)
+        rows.append(r)
     b.set_config("attention", torch.bfloat16, None)
     ok = sorted((r for r in rows if "us" in r), key=lambda r: r["us"])
     log(f"decode attention B1 H32 Hkv8 Sk4096 D128 on {backend} (KV read limit {limit_us:.1f} us):")
-    for r in ok[:8] + [r for r in ok if r["contestant"] in ("sdpa", f"MIN_SPLIT_BLOCKS={default_min} default")]:
+    for r in ok[:8] + [r for r in ok if r["contestant"] in ("sdpa", "default")]:
         log(f"   {r['us']:7.1f} us  {r['contestant']}")
     return rows
 
@@ -216,21 +194,7 @@ def decode_profile(name, layers, ctx, copy_gbps, log):
             us = getattr(e, "self_device_time_total", 0) / 3
             if us > 0:
                 kern[e.key] = {"us": us, "calls": e.count / 3}
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        step()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        step()
-    g.replay()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(30):
-        g.replay()
-    torch.cuda.synchronize()
-    graph_ms = (time.perf_counter() - t0) * 1e3 / 30
+    graph_ms = stream_us([step], reps=30)[0] / 1e3
     limit_ms = model.weight_bytes() / (copy_gbps * 1e6)
     total = sum(v["us"] for v in kern.values())
     log(f"== {name}: graph step {graph_ms:.3f} ms, kernels {total / 1e3:.3f} ms, limit {limit_ms:.3f} ms "
@@ -255,7 +219,6 @@ def main(argv=None):
     p.add_argument("--gemv-backends", default="triton,cutile_py,tile_cpp,cutile_rs,cute_dsl")
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--ctx", type=int, default=4096)
-    p.add_argument("--sweep", action="store_true")
     p.add_argument("--skip-model", action="store_true")
     p.add_argument("--stream-sweep", action="store_true", help="Triton small-M configs on the model's M=1 shapes, "
                    "timed back to back in one graph (how a decode step runs them)")
@@ -269,15 +232,20 @@ def main(argv=None):
     copy_gbps = ceilings.measure_copy(torch.Generator(device="cuda").manual_seed(1), 10, 60)[0]
     log(f"copy bandwidth {copy_gbps:.0f} GB/s")
     res = {"copy_gbps": copy_gbps, "decode": []}
+
+    def save():  # after every stage: a later failure or timeout keeps what was measured
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=1)
+
     if not a.skip_gemv:
-        res["gemv"] = gemv_table([s for s in a.gemv_backends.split(",") if s], copy_gbps, a.sweep, log)
+        res["gemv"] = gemv_table([s for s in a.gemv_backends.split(",") if s], copy_gbps, log)
+        save()
     for name in [x for x in a.attention_sweep.split(",") if x]:
-        res.setdefault("attention_sweep", {})[name] = attention_sweep(log, name)
-        json.dump(res, open(a.out, "w"), indent=1)
+        res.setdefault("attention_sweep", {})[name] = attention_sweep(copy_gbps, log, name)
+        save()
     if a.stream_sweep:
         res["stream_sweep"] = stream_sweep(copy_gbps, log)
-        json.dump(res, open(a.out, "w"), indent=1)
-    json.dump(res, open(a.out, "w"), indent=1)
+        save()
     if not a.skip_model:
         for name in [s for s in a.backends.split(",") if s]:
             try:
@@ -285,7 +253,7 @@ def main(argv=None):
             except Exception as exc:
                 log(f"== {name}: failed: {type(exc).__name__}: {exc}")
             torch.cuda.empty_cache()
-            json.dump(res, open(a.out, "w"), indent=1)
+            save()
     return 0
 
 

@@ -14,7 +14,7 @@
 #      HOSTPROF=1 (tools/host_cost_profile.py: where each backend's per-call host time goes, ~20 s),
 #      BENCH_LATEST=1 (this session's bench results become bench/results' newest for the later steps),
 #      DECODEPROF=1 (tools/decode_profile.py: decode GEMV per contestant + where a decode step's GPU time goes,
-#      ~3 min; DECODEPROF_ARGS e.g. "--sweep --backends torch,triton,best", T_DECODEPROF (300 s)),
+#      ~3 min; DECODEPROF_ARGS e.g. "--stream-sweep --attention-sweep triton --backends triton,best", T_DECODEPROF (300 s)),
 #      LLAMA=1 (tools/llama_gpu_check.py: the Llama model and the HF patch per backend against transformers fp32,
 #      prefill + 32 teacher-forced decode steps, ~1-2 min; LLAMA_ARGS, T_LLAMA (180 s)),
 #      E2E=1 (issue 14: `tilerosetta e2e` with every backend, best, transformers and torch.compile of it, 8
