@@ -79,6 +79,12 @@ def row_warps(block: int) -> int:
     return max(4, min(16, block // 512))
 
 
+def _query_rows_per_kv_head(dims: dict[str, int]) -> int:
+    """G * S: the query rows that share one K/V head (a decode step's are few: the cache stream dominates)."""
+    h = dims.get("H", 1)
+    return h // max(1, dims.get("Hkv", h)) * dims.get("S", 1 << 30)
+
+
 def default(op: str, dtype: torch.dtype, dims: dict[str, int], interpret: bool) -> dict[str, Any]:
     table = _GPU[op]
     cfg = dict(table.get(DTYPE_NAMES[dtype], table["*"]))
@@ -88,7 +94,7 @@ def default(op: str, dtype: torch.dtype, dims: dict[str, int], interpret: bool) 
         cfg["num_warps"] = row_warps(block)
     elif op in ("matmul", "bmm") and dtype != FP32 and dims.get("M", 1 << 30) <= _MATMUL_SMALL_M:
         cfg = dict(_MATMUL_SMALL)
-    elif op == "attention" and dims.get("H", 1) // max(1, dims.get("Hkv", dims.get("H", 1))) * dims.get("S", 1 << 30) <= 64:
+    elif op == "attention" and _query_rows_per_kv_head(dims) <= 64:
         cfg = dict(_ATTENTION_DECODE)
     elif op == "attention" and dims.get("D") == 64:
         cfg = dict(_ATTENTION_D64)
