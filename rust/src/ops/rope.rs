@@ -25,18 +25,13 @@ use cutile::prelude::*;
 pub mod kernel {
     use cutile::core::*;
 
-    /// R = 2 * BS rows of the (B*H, 2S, D/2) views per tile (a generic: shapes take no arithmetic).
-    #[cutile::entry()]
-    pub fn rope<T: ElementType, const BS: i32, const R: i32, const DH: i32>(
-        out: &mut Tensor<T, { [1, R, DH] }>,
-        q: &Tensor<T, { [-1, -1, -1] }>,
-        c: &Tensor<T, { [-1, -1] }>,
-        s: &Tensor<T, { [-1, -1] }>,
-    ) {
-        let pid: (i32, i32, i32) = get_tile_block_id();
-        let qt: Tile<T, { [1, R, DH] }> = q.load_tile(shape![1, R, DH], [pid.0, pid.1, 0i32]);
-        let ct: Tile<T, { [R, DH] }> = c.load_tile(shape![R, DH], [pid.1, 0i32]);
-        let st: Tile<T, { [R, DH] }> = s.load_tile(shape![R, DH], [pid.1, 0i32]);
+    /// out = q * cos + [-q2 | q1] * sin for one tile of R = 2 * BS rows of the (., 2S, D/2) views: the body of
+    /// both entries (inlined by the cuTile compiler).
+    fn rotate<T: ElementType, const BS: i32, const R: i32, const DH: i32>(
+        qt: Tile<T, { [1, R, DH] }>,
+        ct: Tile<T, { [R, DH] }>,
+        st: Tile<T, { [R, DH] }>,
+    ) -> Tile<T, { [1, R, DH] }> {
         let qf: Tile<f32, { [1, R, DH] }> = convert_tile(qt);
         let qf: Tile<f32, { [BS, 2, DH] }> = qf.reshape(shape![BS, 2, DH]);
         let cf: Tile<f32, { [R, DH] }> = convert_tile(ct);
@@ -51,7 +46,22 @@ pub mod kernel {
         let rot: Tile<f32, { [BS, 2, DH] }> = cat(zero - q2, q1, 1i32);
         let y: Tile<f32, { [BS, 2, DH] }> = qf * cf + rot * sf;
         let yt: Tile<T, { [BS, 2, DH] }> = convert_tile(y);
-        out.store(yt.reshape(shape![1, R, DH]));
+        yt.reshape(shape![1, R, DH])
+    }
+
+    /// R = 2 * BS rows of the (B*H, 2S, D/2) views per tile (a generic: shapes take no arithmetic).
+    #[cutile::entry()]
+    pub fn rope<T: ElementType, const BS: i32, const R: i32, const DH: i32>(
+        out: &mut Tensor<T, { [1, R, DH] }>,
+        q: &Tensor<T, { [-1, -1, -1] }>,
+        c: &Tensor<T, { [-1, -1] }>,
+        s: &Tensor<T, { [-1, -1] }>,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let qt: Tile<T, { [1, R, DH] }> = q.load_tile(shape![1, R, DH], [pid.0, pid.1, 0i32]);
+        let ct: Tile<T, { [R, DH] }> = c.load_tile(shape![R, DH], [pid.1, 0i32]);
+        let st: Tile<T, { [R, DH] }> = s.load_tile(shape![R, DH], [pid.1, 0i32]);
+        out.store(rotate::<T, BS, R, DH>(qt, ct, st));
     }
 
     /// The same tile on a 1-D grid: out tile (head, position block, 0) comes from the mapped index.
@@ -70,21 +80,7 @@ pub mod kernel {
             let qt: Tile<T, { [1, R, DH] }> = part_q.load([head, blk, col]);
             let ct: Tile<T, { [R, DH] }> = part_c.load([blk, col]);
             let st: Tile<T, { [R, DH] }> = part_s.load([blk, col]);
-            let qf: Tile<f32, { [1, R, DH] }> = convert_tile(qt);
-            let qf: Tile<f32, { [BS, 2, DH] }> = qf.reshape(shape![BS, 2, DH]);
-            let cf: Tile<f32, { [R, DH] }> = convert_tile(ct);
-            let cf: Tile<f32, { [BS, 2, DH] }> = cf.reshape(shape![BS, 2, DH]);
-            let sf: Tile<f32, { [R, DH] }> = convert_tile(st);
-            let sf: Tile<f32, { [BS, 2, DH] }> = sf.reshape(shape![BS, 2, DH]);
-            let i0: Tile<i32, { [] }> = scalar_to_tile(0i32);
-            let i1: Tile<i32, { [] }> = scalar_to_tile(1i32);
-            let q1: Tile<f32, { [BS, 1, DH] }> = extract(qf, [i0, i0, i0]);
-            let q2: Tile<f32, { [BS, 1, DH] }> = extract(qf, [i0, i1, i0]);
-            let zero: Tile<f32, { [BS, 1, DH] }> = constant(0.0f32, shape![BS, 1, DH]);
-            let rot: Tile<f32, { [BS, 2, DH] }> = cat(zero - q2, q1, 1i32);
-            let y: Tile<f32, { [BS, 2, DH] }> = qf * cf + rot * sf;
-            let yt: Tile<T, { [BS, 2, DH] }> = convert_tile(y);
-            out.store(yt.reshape(shape![1, R, DH]), index);
+            out.store(rotate::<T, BS, R, DH>(qt, ct, st), index);
         }
     }
 }
