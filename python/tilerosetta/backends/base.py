@@ -87,17 +87,13 @@ class _ValidatedOp:
         return full
 
     def _overlap_pairs(self, tensors) -> tuple[tuple[int, int, int, int], ...]:
-        """The (output, other argument) index pairs on one device whose byte ranges must not meet, with
-        their byte lengths (validated tensors are contiguous); outputs only when the call passes them."""
+        """The spec's (output, other argument) pairs on one device, with their byte lengths (validated
+        tensors are contiguous): the ranges checked on every call; none when the call passes no outputs."""
         if not self.with_outputs:
             return ()
-        n_in, pairs = len(self.spec.inputs), []
         sizes = [t.numel() * t.element_size() for t in tensors]
-        for i in range(n_in, len(tensors)):
-            for j in range(i):
-                if tensors[i].device == tensors[j].device and sizes[i] and sizes[j]:
-                    pairs.append((i, j, sizes[i], sizes[j]))
-        return tuple(pairs)
+        return tuple((i, j, sizes[i], sizes[j]) for i, j in self.spec.overlap_pairs()
+                     if tensors[i].device == tensors[j].device and sizes[i] and sizes[j])
 
     def _run(self, *args, **full):
         try:

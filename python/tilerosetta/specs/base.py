@@ -436,28 +436,34 @@ class OpSpec:
                 fail(*bad)
         return dims
 
-    def overlap(self, tensors: dict[str, torch.Tensor],
-                spans: dict[str, tuple[int, int, torch.device]] | None = None) -> tuple[str, str] | None:
+    def overlap_pairs(self) -> tuple[tuple[int, int], ...]:
+        """(output, other argument) index pairs in call order whose memory must not meet: each output with
+        every input and every later output (each pair of outputs once)."""
+        pairs = self.__dict__.get("_overlap_pairs")
+        if pairs is None:
+            n_in, n = len(self.inputs), len(self.inputs) + len(self.outputs)
+            pairs = self._overlap_pairs = tuple((i, j) for i in range(n_in, n) for j in range(n)
+                                                if j < n_in or j > i)
+        return pairs
+
+    def overlap(self, tensors: dict[str, torch.Tensor]) -> tuple[str, str] | None:
         """(output, message) if an output shares bytes with any other argument, unless `inplace_ok`
         allows exactly that pair as the very same tensor. Kernels read other tiles of an input after
         writing a tile of the output (transpose, matmul, attention, row ops): an aliased or partly
         overlapping output gives silently wrong numbers, so it is refused before launch."""
-        if spans is None:  # given by a caller that knows the byte extents already (BoundOp's cached plan)
-            spans = {n: _byte_span(t) for n, t in tensors.items()}
+        spans = {n: _byte_span(t) for n, t in tensors.items()}
         names = list(self.inputs) + list(self.outputs)
-        for o in self.outputs:
-            for n in names:
-                if n == o or (n in self.outputs and names.index(n) < names.index(o)):
-                    continue  # each pair of outputs once
-                (s0, s1, dev0), (t0, t1, dev1) = spans[o], spans[n]
-                if dev0 != dev1 or not (s0 < t1 and t0 < s1):
-                    continue
-                same = (s0, s1) == (t0, t1) and tensors[o].shape == tensors[n].shape
-                if same and n in self.inplace_ok.get(o, ()):
-                    continue
-                how = "is the same memory as" if same else "partly overlaps"
-                return o, (f"output {how} '{n}' (bytes [{s0:#x}, {s1:#x}) and [{t0:#x}, {t1:#x})); "
-                           f"{self.name} does not run in place: pass a separate output tensor")
+        for i, j in self.overlap_pairs():
+            o, n = names[i], names[j]
+            (s0, s1, dev0), (t0, t1, dev1) = spans[o], spans[n]
+            if dev0 != dev1 or not (s0 < t1 and t0 < s1):
+                continue
+            same = (s0, s1) == (t0, t1) and tensors[o].shape == tensors[n].shape
+            if same and n in self.inplace_ok.get(o, ()):
+                continue
+            how = "is the same memory as" if same else "partly overlaps"
+            return o, (f"output {how} '{n}' (bytes [{s0:#x}, {s1:#x}) and [{t0:#x}, {t1:#x})); "
+                       f"{self.name} does not run in place: pass a separate output tensor")
         return None
 
 
