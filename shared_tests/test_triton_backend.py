@@ -79,18 +79,21 @@ def test_attention_tma_builds_descriptors(triton_backend, monkeypatch):
                                         (8, 1, 2, 129)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("tma", [0, 1], ids=["ptr", "tma"])
-def test_attention_gqa_packed_and_split_kv(triton_backend, blocks, h, hkv, s, sk, causal, tma):
+@pytest.mark.parametrize("fixup", [1, 0], ids=["last-merges", "combine-kernel"])
+def test_attention_gqa_packed_and_split_kv(triton_backend, blocks, h, hkv, s, sk, causal, tma, fixup):
     # 16-key tiles make every Sk >= 128 a split-KV (flash-decoding) launch with 64-key chunks: ragged last
     # chunks, and (S=100, causal) chunks that some rows of a block cannot see at all. G*S <= BLOCK_M packs
     # the G heads of a group into one tile (decode); (4, 1, 17) with 16 rows does not.
     from tilerosetta.kernels.triton import attention
 
-    cfg = {"BLOCK_M": blocks[0], "BLOCK_N": blocks[1], "TMA": tma}
+    cfg = {"BLOCK_M": blocks[0], "BLOCK_N": blocks[1], "TMA": tma, "FIXUP": fixup}
     case = Case({"B": 2, "H": h, "Hkv": hkv, "S": s, "Sk": sk, "D": 64}, {"causal": causal})
     q, k = torch.empty(2, h, s, 64, dtype=torch.float16), torch.empty(2, hkv, sk, 64, dtype=torch.float16)
     launches = attention.prepare(q, k, k, q, {**triton_backend.default_config("attention", torch.float16, case.dims),
                                               **cfg}, causal, None)
-    assert [lx.kernel.fn.__name__ for lx in launches] == ["attention_kernel", "combine_kernel"]
+    # FIXUP=1: the tile's last program merges the splits, no second launch
+    assert [lx.kernel.fn.__name__ for lx in launches] == ["attention_kernel"] + ["combine_kernel"] * (1 - fixup)
+    assert launches[0].constexprs["SPLIT"] and launches[0].constexprs["FIXUP"] == bool(fixup)
     _check(triton_backend, "attention", torch.float16, case, cfg, seed=s * sk)
 
 
@@ -186,46 +189,53 @@ def test_matmul_decode_takes_split_k(triton_backend):
     # and the LM head do not.
     from tilerosetta.kernels.triton import config
 
-    def plan(m, n, k):
-        cfg = config.default("matmul", torch.bfloat16, {"M": m, "N": n, "K": k}, interpret=False)
+    def plan(m, n, k, **force):
+        cfg = {**config.default("matmul", torch.bfloat16, {"M": m, "N": n, "K": k}, interpret=False), **force}
         return [(lx.kernel.fn.__name__, lx.grid[0], lx.constexprs.get("BLOCK_M"))
                 for lx in _matmul_launches("matmul", torch.bfloat16, {"M": m, "N": n, "K": k}, cfg)]
 
-    assert plan(1, 4096, 4096) == [("matmul_kernel", 512, 16), ("splitk_reduce_kernel", 8, None)]  # 512 outputs x 8 partials each
+    # 64 tiles x 8 splits; each tile's last program sums its 8 partials (FIXUP), no reduce launch
+    assert plan(1, 4096, 4096) == [("matmul_kernel", 512, 16)]
+    assert plan(1, 4096, 4096, FIXUP=0) == [("matmul_kernel", 512, 16), ("splitk_reduce_kernel", 8, None)]
     assert plan(16, 14336, 4096)[0] == ("matmul_kernel", 672, 16)
-    assert [name for name, *_ in plan(64, 4096, 4096)] == ["matmul_kernel", "splitk_reduce_kernel"]
+    assert [name for name, *_ in plan(64, 4096, 4096, FIXUP=0)] == ["matmul_kernel", "splitk_reduce_kernel"]
     assert plan(1, 128256, 4096) == [("matmul_kernel", 2004, 16)]
     assert plan(4096, 4096, 4096) == [("matmul_kernel", 512, 128)]
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=dtype_name)
-def test_matmul_small_m_split_k_runs(triton_backend, dtype):
-    # The default config at M=1 against a deep K takes the split-K pair; its result passes the spec's
-    # tolerance and is the same bits on a second run (fixed-order reduction, no atomics).
+@pytest.mark.parametrize("fixup", [1, 0], ids=["last-sums", "reduce-kernel"])
+def test_matmul_small_m_split_k_runs(triton_backend, dtype, fixup):
+    # The default config at M=1 against a deep K splits K; its result passes the spec's tolerance and is
+    # the same bits on a second run (the splits are summed in split order, whichever program sums them).
     from tilerosetta.kernels.triton import matmul, run
 
     b = triton_backend
     dims = {"M": 1, "N": 200, "K": 1536}
-    cfg = b.config_for("matmul", dtype, dims)
+    cfg = {**b.config_for("matmul", dtype, dims), "FIXUP": fixup}
     x, w = torch.randn(1, 1536, dtype=dtype), torch.randn(1536, 200, dtype=dtype)
     outs = [torch.full((1, 200), float("nan"), dtype=dtype) for _ in range(2)]
     for out in outs:
         launches = matmul.prepare(x.to(b.device_type), w.to(b.device_type), out_dev := out.to(b.device_type), cfg)
-        assert [lx.kernel.fn.__name__ for lx in launches] == ["matmul_kernel", "splitk_reduce_kernel"]
+        assert [lx.kernel.fn.__name__ for lx in launches] == ["matmul_kernel"] + ["splitk_reduce_kernel"] * (1 - fixup)
         assert launches[0].constexprs["SPLIT"] and launches[0].args[-2] > 1
         run(launches)
         out.copy_(out_dev.cpu())
+        if fixup:  # the summing programs set their tiles' counters back to zero for the next launch
+            assert not launches[0].args[4].any(), "arrival counters left non-zero"
     assert torch.equal(outs[0], outs[1])
-    _check(b, "matmul", dtype, Case(dims), {})
+    _check(b, "matmul", dtype, Case(dims), {"FIXUP": fixup})
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_name)
 @pytest.mark.parametrize("op", ["matmul", "bmm"])
 @pytest.mark.parametrize("split_k", [1, 3, 64])
-def test_matmul_forced_split_k(triton_backend, op, dtype, split_k):
-    # Forced chunk counts: off, a ragged last chunk (K=700 in 3 chunks of 256), more than K has tiles (capped).
+@pytest.mark.parametrize("fixup", [1, 0], ids=["last-sums", "reduce-kernel"])
+def test_matmul_forced_split_k(triton_backend, op, dtype, split_k, fixup):
+    # Forced chunk counts: off, a ragged last chunk (K=700 in 3 chunks of 256), more than K has tiles (capped);
+    # bmm's batch entries count their tiles' arrivals apart.
     dims = {"M": 5, "N": 70, "K": 700} | ({"Bt": 3} if op == "bmm" else {})
-    cfg = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": split_k}
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": split_k, "FIXUP": fixup}
     launches = _matmul_launches(op, dtype, dims, {**triton_backend.default_config(op, dtype, dims), **cfg})
-    assert len(launches) == (1 if split_k == 1 else 2)
+    assert len(launches) == (1 if split_k == 1 or fixup else 2)
     _check(triton_backend, op, dtype, Case(dims), cfg, seed=split_k)

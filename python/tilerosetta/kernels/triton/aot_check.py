@@ -31,7 +31,7 @@ from tilerosetta.kernels.triton import config  # noqa: E402
 from tilerosetta.specs import SPECS, Case, dtype_name  # noqa: E402
 
 HOPPER_SMEM = 232448  # bytes of shared memory one block may opt into on sm_90 (227 KB)
-_TT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_TT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int32: "i32"}
 
 
 def arg_type(value) -> str:
@@ -76,10 +76,13 @@ def cases(op, dtype):
         cfg = config.default(op, dtype, case.dims, interpret=False)
         if op != "attention":
             yield case, cfg
+            if op in ("matmul", "bmm") and case.dims.get("M", 1 << 30) <= 64:  # split-K: the reduce kernel too
+                yield case, {**cfg, "FIXUP": 0}
             continue
         for tma in (0, 1):
             for causal in (False, True):
                 yield Case(case.dims, {**case.params, "causal": causal}), {**cfg, "TMA": tma}
+        yield case, {**cfg, "TMA": 1, "FIXUP": 0}  # a split-KV case: the combine kernel too
 
 
 def compile_one(kernel, sig, constexprs, num_warps, num_stages, arch, aligned):

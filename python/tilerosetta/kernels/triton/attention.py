@@ -17,8 +17,11 @@ Causal blocks beyond the block's last query's limit are never loaded. Key 0 is v
 the first block of the key range always gives a finite max and exp2(m_old - m_new) never sees -inf - -inf.
 
 Split-KV (SPLIT, decode at small batch): program (tile, split) covers keys [split*CHUNK, +CHUNK) and writes
-its m, l and unnormalised acc to fp32 workspaces; `combine_kernel` merges the splits. A split may hold no
-key a row can see, so its masked stage guards the max (an all -inf row keeps m at -inf and gets p = 0).
+its m, l and unnormalised acc to fp32 workspaces. A split may hold no key a row can see, so its masked
+stage guards the max (an all -inf row keeps m at -inf and gets p = 0). Who merges the splits (config
+FIXUP): 1 = the tile's last program to arrive (it counts arrivals on the tile's counter,
+kernels/arrival_counters.py, and merges in split order: no second launch); 0, or no counters to be had:
+`combine_kernel`, a second launch with one output row per program.
 
 TMA (config key, GPU default on Hopper): q, k, v and out are read and written through tensor descriptors
 of the 3-D views, one head (or group) per leading index, so the copy engine does the address arithmetic
@@ -34,6 +37,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from tilerosetta.backends.base import sm_count
+from tilerosetta.kernels import arrival_counters
 from tilerosetta.kernels.attention_split import MIN_SPLIT_BLOCKS, packed_rows, split_plan
 from tilerosetta.kernels.triton import Launch
 
@@ -84,9 +88,42 @@ def _attend(acc, l_i, m_i, q, k_base, v_base, kv, limit, offs_d, SK, lo, hi, qk_
 
 
 @triton.jit
-def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, m_ws, l_ws, acc_ws, M, S, SK, GQ, N_SPLIT, CHUNK, qk_scale,
-                     HEAD_D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     TMA: tl.constexpr, SPLIT: tl.constexpr):
+def _store_rows(out_ptr, out, nq, r0, q_base, q_offs, rows, M, BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr,
+                TMA: tl.constexpr):
+    if TMA:
+        out_ptr.store([nq, r0, 0], out.reshape(1, BLOCK_M, HEAD_D))  # rows >= M are clipped
+    else:
+        tl.store(out_ptr + q_base + q_offs, out, mask=rows[:, None] < M)
+
+
+@triton.jit
+def _merge_splits(m_ws, l_ws, acc_ws, row_ws0, stride_split, keep, offs_d, N_SPLIT, BLOCK_M: tl.constexpr,
+                  HEAD_D: tl.constexpr):
+    """The splits' partials of BLOCK_M rows merged in split order (online, like the key loop): acc / l.
+    Loaded through L2 (.cg): other programs stored them, no L1 line of this SM may be trusted."""
+    m_t = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_t = tl.zeros([BLOCK_M], tl.float32)
+    acc_t = tl.zeros([BLOCK_M, HEAD_D], tl.float32)
+    for s in range(0, N_SPLIT):
+        row_ws = row_ws0 + s * stride_split
+        m_s = tl.load(m_ws + row_ws, mask=keep, other=float("-inf"), cache_modifier=".cg")
+        l_s = tl.load(l_ws + row_ws, mask=keep, other=0.0, cache_modifier=".cg")
+        a_s = tl.load(acc_ws + row_ws[:, None] * HEAD_D + offs_d[None, :], mask=keep[:, None], other=0.0,
+                      cache_modifier=".cg")
+        m_new = tl.maximum(m_t, m_s)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # no visible key yet: both weights 0
+        alpha = tl.exp2(m_t - m_safe)
+        beta = tl.exp2(m_s - m_safe)
+        l_t = l_t * alpha + l_s * beta
+        acc_t = acc_t * alpha[:, None] + a_s * beta[:, None]
+        m_t = m_new
+    return acc_t / tl.where(keep, l_t, 1.0)[:, None]  # split 0 sees key 0: l > 0 on every real row
+
+
+@triton.jit
+def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, m_ws, l_ws, acc_ws, cnt_ptr, M, S, SK, GQ, N_SPLIT, CHUNK,
+                     qk_scale, HEAD_D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, TMA: tl.constexpr, SPLIT: tl.constexpr, FIXUP: tl.constexpr):
     # With TMA, q/k/v/out are tensor descriptors of the (NQ, M, D) and (B*Hkv, SK, D) views.
     # One flat program axis of (row set n, row block, split), split fastest, then row block: B*H may
     # exceed the 65535 programs of axis 1. Causal: the last row blocks have the most keys; start them
@@ -150,12 +187,17 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, m_ws, l_ws, acc_ws, M, S, SK,
         tl.store(m_ws + row_ws, m_out, mask=keep)
         tl.store(l_ws + row_ws, l_i, mask=keep)
         tl.store(acc_ws + row_ws[:, None] * HEAD_D + offs_d[None, :], acc, mask=keep[:, None])
+        if FIXUP:
+            tl.debug_barrier()  # every thread's partials are stored before the arrival counts
+            ticket = cnt_ptr + nq * n_rb + rb
+            if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == N_SPLIT - 1:
+                row_ws0 = nq.to(tl.int64) * N_SPLIT * M + rows
+                out = _merge_splits(m_ws, l_ws, acc_ws, row_ws0, M, keep, offs_d, N_SPLIT, BLOCK_M, HEAD_D)
+                _store_rows(out_ptr, out.to(q.dtype), nq, r0, q_base, q_offs, rows, M, BLOCK_M, HEAD_D, TMA)
+                tl.store(ticket, 0)  # zero again for the next launch that uses these counters
     else:
-        out = (acc / l_i[:, None]).to(q.dtype)
-        if TMA:
-            out_ptr.store([nq, r0, 0], out.reshape(1, BLOCK_M, HEAD_D))  # rows >= M are clipped
-        else:
-            tl.store(out_ptr + q_base + q_offs, out, mask=rows[:, None] < M)
+        _store_rows(out_ptr, (acc / l_i[:, None]).to(q.dtype), nq, r0, q_base, q_offs, rows, M, BLOCK_M, HEAD_D,
+                    TMA)
 
 
 @triton.jit
@@ -196,17 +238,20 @@ def prepare(q, k, v, out, cfg, causal, scale):
         acc_ws = torch.empty((nq, n_split, m, d), dtype=torch.float32, device=q.device)
     else:
         m_ws = l_ws = acc_ws = q  # unused (SPLIT is a constexpr): any pointer of the right kind
+    counters = arrival_counters.region(q.device, tiles) if split and cfg.get("FIXUP", 1) else None
+    fixup = counters is not None
     args = (q, k, v, out)
     if tma:
         args = (TensorDescriptor.from_tensor(q.view(nq, m, d), [1, bm, d]),
                 *(TensorDescriptor.from_tensor(t.view(b * hkv, sk, d), [1, bn, d]) for t in (k, v)),
                 TensorDescriptor.from_tensor(out.view(nq, m, d), [1, bm, d]))
     launches = [Launch(attention_kernel, (tiles * n_split,),
-                       (*args, m_ws, l_ws, acc_ws, m, s, sk, gq, n_split, chunk, scale * LOG2E),
+                       (*args, m_ws, l_ws, acc_ws, counters if fixup else m_ws, m, s, sk, gq, n_split, chunk,
+                        scale * LOG2E),
                        {"HEAD_D": d, "CAUSAL": bool(causal), "BLOCK_M": bm, "BLOCK_N": bn, "TMA": tma,
-                        "SPLIT": split},
+                        "SPLIT": split, "FIXUP": fixup},
                        {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})]
-    if split:
+    if split and not fixup:
         launches.append(Launch(combine_kernel, (nq * m,), (out, m_ws, l_ws, acc_ws, m, n_split),
                                {"HEAD_D": d, "SPLIT_P2": triton.next_power_of_2(n_split)}, {"num_warps": 4}))
     return launches

@@ -34,14 +34,16 @@ _GPU: dict[str, dict[str, dict[str, Any]]] = {
     "rope": {"*": {"BLOCK_R": 16, "num_warps": 4}},
     # SPLIT_K: 0 = the split-K plan decides (kernels/matmul_split.py: splits only small-M products whose
     # tiles underfill the GPU), 1 = never split, n = n K chunks. BLOCK_M shrinks to the rows there are.
+    # FIXUP: 1 = a split tile's last program sums the partials (one launch), 0 = a separate reduce kernel.
     "matmul": {"*": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
-                     "num_stages": 3, "SPLIT_K": 0},
+                     "num_stages": 3, "SPLIT_K": 0, "FIXUP": 1},
                "fp32": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
-                        "num_stages": 3, "SPLIT_K": 0}},
+                        "num_stages": 3, "SPLIT_K": 0, "FIXUP": 1}},
     # TMA: 1 = tensor-descriptor loads/stores (attention.py); 0 = pointer loads (cp.async). SPLIT_MIN_BLOCKS:
-    # key tiles per split-KV chunk at least (kernels/attention_split.py; decode only).
+    # key tiles per split-KV chunk at least (kernels/attention_split.py; decode only). FIXUP: 1 = a split
+    # tile's last program merges the splits (one launch), 0 = a separate combine kernel.
     "attention": {"*": {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "TMA": 0,
-                        "SPLIT_MIN_BLOCKS": 4}},
+                        "SPLIT_MIN_BLOCKS": 4, "FIXUP": 1}},
 }
 _GPU["bmm"] = _GPU["matmul"]
 
@@ -49,13 +51,15 @@ _GPU["bmm"] = _GPU["matmul"]
 # programs (with split-K, >= 4 per SM) that each keep 3 B tiles of 16 KB in flight (128-bit loads).
 _MATMUL_SMALL_M = 64
 _MATMUL_SMALL = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4,
-                 "SPLIT_K": 0}
+                 "SPLIT_K": 0, "FIXUP": 1}
 # Decode (G * S <= 64 query rows per K/V head, one 16-row tile against the cache): 128-key TMA tiles, 4 warps,
 # 2 stages and split-KV chunks of one key tile (256 programs at B=1, Hkv=8, 4096 keys). decode_profile
 # --attention-sweep on the H200 (B1 H32 Hkv8 D128, 4096 keys, 24 caches back to back in one graph): 10.0 us
 # per call against 11.2 for the prefill default and 12.0 for torch SDPA.
-_ATTENTION_DECODE = {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2, "TMA": 1, "SPLIT_MIN_BLOCKS": 1}
-_ATTENTION_D64 = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": 0, "SPLIT_MIN_BLOCKS": 4}
+_ATTENTION_DECODE = {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2, "TMA": 1, "SPLIT_MIN_BLOCKS": 1,
+                     "FIXUP": 1}
+_ATTENTION_D64 = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": 0, "SPLIT_MIN_BLOCKS": 4,
+                  "FIXUP": 1}
 
 _INTERPRET: dict[str, dict[str, Any]] = {
     "vector_add": {"BLOCK": 8192},
@@ -146,5 +150,7 @@ def check(op: str, config: dict[str, Any]) -> None:
             raise ValueError(f"triton.{op}: unknown config key '{key}'; expected some of {sorted(known)}")
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"triton.{op}: config '{key}' must be a non-negative int, got {value!r}")
+        if key == "FIXUP" and value > 1:
+            raise ValueError(f"triton.{op}: config 'FIXUP' must be 0 or 1, got {value}")
         if key in _POW2_KEYS and (value < 1 or value & (value - 1)):
             raise ValueError(f"triton.{op}: config '{key}' must be a power of two, got {value}")

@@ -9,9 +9,14 @@ Tails in M, N and K are masked; masked K lanes load 0 and add nothing to the dot
 Split-K (small M, e.g. a decode step's M = 1..64 tokens against a 4096 x 14336 weight): the output tiles
 alone are far fewer than the 132 SMs, so a GEMV-like product would stream the weight from a handful of
 SMs. The plan (kernels/matmul_split.py) then cuts K into N_SPLIT chunks of K_CHUNK: program (tile, split)
-writes its fp32 partial tile to a workspace (N_SPLIT, Bt*M*N) and `splitk_reduce_kernel` sums the splits
-in a fixed order and casts: deterministic, no atomics, no host sync (the workspace comes from torch's
-caching allocator on the current stream, so the pair is CUDA-graph capturable). The tile's M shrinks to
+writes its fp32 partial tile to a workspace (N_SPLIT, Bt*M*N) and the splits are summed in split order
+and cast: deterministic, no host sync (the workspace comes from torch's caching allocator on the current
+stream, so the launch is CUDA-graph capturable). Who sums (config FIXUP):
+  1: the tile's last program to arrive. Each program counts its arrival on the tile's counter
+     (kernels/arrival_counters.py) after storing its partial; the one that sees N_SPLIT - 1 earlier arrivals
+     reads every partial back through L2 and writes the tile: no second launch (a decode step has one per
+     split matmul, about 1.5 us each in a CUDA graph).
+  0, or no counters to be had: `splitk_reduce_kernel`, a second launch over the whole output. The tile's M shrinks to
 the rows there are (>= 16 for tl.dot), so M = 1 loads one 16-row A tile and streams B's (BLOCK_K, BLOCK_N)
 tiles, N contiguous (128-bit loads).
 """
@@ -21,6 +26,7 @@ import triton
 import triton.language as tl
 
 from tilerosetta.backends.base import sm_count
+from tilerosetta.kernels import arrival_counters
 from tilerosetta.kernels.matmul_split import split_plan
 from tilerosetta.kernels.triton import Launch
 
@@ -28,9 +34,9 @@ REDUCE_ELEMENTS = 4096  # fp32 partials one reduce program loads at once (16 KB 
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, M, N, K, stride_ab, stride_bb, stride_ob, stride_ws, N_SPLIT,
-                  K_CHUNK,                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                  INPUT_PRECISION: tl.constexpr, SPLIT: tl.constexpr):
+def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ab, stride_bb, stride_ob, stride_ws,
+                  N_SPLIT, K_CHUNK, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FIXUP: tl.constexpr):
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     # One flat program axis of (batch entry, K split, output tile), tile fastest: Bt may exceed axis 1's
@@ -72,6 +78,20 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, M, N, K, stride_ab, stride_bb, 
         ws_ptrs = (ws_ptr + split.to(tl.int64) * stride_ws + batch * stride_ob + rm[:, None].to(tl.int64) * N
                    + rn[None, :])
         tl.store(ws_ptrs, acc, mask=mask)
+        if FIXUP:
+            tl.debug_barrier()  # every thread's part of the partial is stored before the arrival counts
+            ticket = cnt_ptr + batch * (tiles_m * tiles_n) + pid
+            if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == N_SPLIT - 1:
+                # The last to arrive: all N_SPLIT partials are stored. Sum them in split order (the same
+                # result whichever program arrives last), loaded through L2 (.cg: no stale L1 line).
+                part_ptrs = ws_ptr + batch * stride_ob + rm[:, None].to(tl.int64) * N + rn[None, :]
+                total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for _ in range(0, N_SPLIT):
+                    total += tl.load(part_ptrs, mask=mask, other=0.0, cache_modifier=".cg")
+                    part_ptrs += stride_ws
+                out_ptrs = out_ptr + batch * stride_ob + rm[:, None].to(tl.int64) * N + rn[None, :]
+                tl.store(out_ptrs, total.to(out_ptr.dtype.element_ty), mask=mask)
+                tl.store(ticket, 0)  # zero again for the next launch that uses these counters
     else:
         out_ptrs = out_ptr + batch * stride_ob + rm[:, None].to(tl.int64) * N + rn[None, :]
         tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask)
@@ -102,12 +122,15 @@ def prepare_batched(a, b, out, batch, m, n, k, cfg):
     split = n_split > 1
     total = batch * m * n
     ws = torch.empty((n_split, total), dtype=torch.float32, device=a.device) if split else out
+    counters = arrival_counters.region(a.device, tiles) if split and cfg.get("FIXUP", 1) else None
+    fixup = counters is not None
     launches = [Launch(matmul_kernel, (tiles * n_split,),
-                       (a, b, out, ws, m, n, k, m * k, k * n, m * n, total, n_split, chunk),
+                       (a, b, out, ws, counters if fixup else out, m, n, k, m * k, k * n, m * n, total, n_split,
+                        chunk),
                        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": cfg["GROUP_M"],
-                        "INPUT_PRECISION": precision, "SPLIT": split},
+                        "INPUT_PRECISION": precision, "SPLIT": split, "FIXUP": fixup},
                        {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})]
-    if split:
+    if split and not fixup:
         sp2 = triton.next_power_of_2(n_split)
         block = max(32, REDUCE_ELEMENTS // sp2)  # about REDUCE_ELEMENTS partials per program
         launches.append(Launch(splitk_reduce_kernel, (triton.cdiv(total, block),), (ws, out, total, n_split),
