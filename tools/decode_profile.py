@@ -100,7 +100,7 @@ def stream_sweep(copy_gbps, log):
     raw = tb.implementations()["matmul"]
     space = [c for c in tb.config_space("matmul", torch.bfloat16)
              if (c["BLOCK_M"], c["num_warps"], c["GROUP_M"]) == (64, 4, 8) and c["BLOCK_K"] in (128, 256)
-             and c["SPLIT_K"] in (0, 1, 4) and c["num_stages"] in (3, 4, 5)]
+             and c["SPLIT_K"] in (0, 1, 2, 4) and c["num_stages"] in (3, 4, 5)]
     rows = []
     for label, (k, n) in MODEL_SHAPES.items():
         reps = max(2, min(12, int(5e8 // (2 * k * n))))

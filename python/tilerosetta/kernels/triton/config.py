@@ -131,7 +131,7 @@ def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
                 out.append({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": w,
                             "num_stages": s, "SPLIT_K": 0})
         # Small M (decode): panel width, K depth and the K split (0 = the plan's choice), at 4 warps.
-        for bn, bk, sk, s in itertools.product((32, 64, 128), (64, 128, 256), (0, 1, 4, 8, 16), (3, 4, 5)):
+        for bn, bk, sk, s in itertools.product((32, 64, 128), (64, 128, 256), (0, 1, 2, 4, 8, 16), (3, 4, 5)):
             cfg = {"BLOCK_M": 64, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": 4, "num_stages": s,
                    "SPLIT_K": sk}
             if s * (64 * bk + bk * bn) * size <= 200 * 1024 and cfg not in out:  # fits at M = 64 rows too
