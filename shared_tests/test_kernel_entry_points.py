@@ -47,7 +47,7 @@ def test_cutile_prepare_takes_the_spec_arguments(op):
 @pytest.mark.parametrize("op", OP_NAMES)
 def test_triton_prepare_plans_without_launching(op):
     """On meta tensors: the launches name their kernel's runtime arguments exactly (what aot_check reads)."""
-    from tilerosetta.kernels.triton import Launch, config
+    from tilerosetta.kernels.triton import RUN_CONSTEXPRS, Launch, config
 
     spec = SPECS[op]
     module = _triton_module(op)
@@ -59,6 +59,6 @@ def test_triton_prepare_plans_without_launching(op):
         launches = module.prepare(*tensors, cfg, **spec.full_params(case.params))
         assert launches and all(isinstance(lx, Launch) for lx in launches), (op, case.name)
         for lx in launches:
-            runtime = [n for n in lx.kernel.arg_names if n not in lx.constexprs]
+            runtime = [n for n in lx.kernel.arg_names if n not in lx.constexprs and n not in RUN_CONSTEXPRS]
             assert len(runtime) == len(lx.args), (op, case.name, runtime)
             assert all(g >= 1 for g in lx.grid), (op, case.name, lx.grid)

@@ -194,11 +194,12 @@ def test_matmul_decode_takes_split_k(triton_backend):
         return [(lx.kernel.fn.__name__, lx.grid[0], lx.constexprs.get("BLOCK_M"))
                 for lx in _matmul_launches("matmul", torch.bfloat16, {"M": m, "N": n, "K": k}, cfg)]
 
-    # 64 tiles x 8 splits; each tile's last program sums its 8 partials (FIXUP), no reduce launch
-    assert plan(1, 4096, 4096) == [("matmul_kernel", 512, 16)]
-    assert plan(1, 4096, 4096, FIXUP=0) == [("matmul_kernel", 512, 16), ("splitk_reduce_kernel", 8, None)]
+    # 64 tiles x 8 splits, then a reduce over 512 outputs x 8 partials; FIXUP=1: each tile's last program
+    # sums its 8 partials, no reduce launch
+    assert plan(1, 4096, 4096) == [("matmul_kernel", 512, 16), ("splitk_reduce_kernel", 8, None)]
+    assert plan(1, 4096, 4096, FIXUP=1) == [("matmul_kernel", 512, 16)]
     assert plan(16, 14336, 4096)[0] == ("matmul_kernel", 672, 16)
-    assert [name for name, *_ in plan(64, 4096, 4096, FIXUP=0)] == ["matmul_kernel", "splitk_reduce_kernel"]
+    assert [name for name, *_ in plan(64, 4096, 4096)] == ["matmul_kernel", "splitk_reduce_kernel"]
     assert plan(1, 128256, 4096) == [("matmul_kernel", 2004, 16)]
     assert plan(4096, 4096, 4096) == [("matmul_kernel", 512, 128)]
 

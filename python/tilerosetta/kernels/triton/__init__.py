@@ -24,9 +24,31 @@ class Launch(NamedTuple):
     options: dict[str, int]  # launch options (num_warps, num_stages) the module sets; Triton's default otherwise
 
 
+# Constexpr parameters run() fills in at launch (not in a Launch's constexprs): PDL (kernels/triton/pdl.py).
+RUN_CONSTEXPRS = ("PDL",)
+
+
 def run(launches: list[Launch]) -> None:
+    pdl_on = None
     for lx in launches:
-        lx.kernel[lx.grid](*lx.args, **lx.constexprs, **lx.options)
+        extra = {}
+        if "PDL" in lx.kernel.arg_names and "PDL" not in lx.constexprs:  # kernels/triton/pdl.py
+            if pdl_on is None:
+                from tilerosetta.kernels.triton import pdl
+                pdl_on = pdl.enabled(_device_of(lx.args))
+            extra = {"PDL": pdl_on, "launch_pdl": pdl_on}
+        lx.kernel[lx.grid](*lx.args, **lx.constexprs, **lx.options, **extra)
+
+
+def _device_of(args: tuple):
+    """The device of a launch: its first tensor argument's (a tensor descriptor's base tensor's)."""
+    import torch
+
+    for a in args:
+        t = getattr(a, "base", a)
+        if isinstance(t, torch.Tensor):
+            return t.device
+    return torch.device("cpu")
 
 
 def row_launch(block_kernel, loop_kernel, tensors: tuple, scalars: tuple, cfg: dict[str, Any]) -> list[Launch]:

@@ -9,11 +9,13 @@ The rms_norm kernels (rms_norm.py) with the residual add in front, fp32 math, on
 import triton
 import triton.language as tl
 
-from tilerosetta.kernels.triton import row_launch
+from tilerosetta.kernels.triton import row_launch, pdl
 
 
 @triton.jit
-def add_rms_norm_block_kernel(x_ptr, r_ptr, w_ptr, sum_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
+def add_rms_norm_block_kernel(x_ptr, r_ptr, w_ptr, sum_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr,
+                              PDL: tl.constexpr = False):
+    pdl.enter(PDL)
     row = tl.program_id(0).to(tl.int64) * N
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
@@ -26,7 +28,9 @@ def add_rms_norm_block_kernel(x_ptr, r_ptr, w_ptr, sum_ptr, out_ptr, N, eps, BLO
 
 
 @triton.jit
-def add_rms_norm_loop_kernel(x_ptr, r_ptr, w_ptr, sum_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
+def add_rms_norm_loop_kernel(x_ptr, r_ptr, w_ptr, sum_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr,
+                             PDL: tl.constexpr = False):
+    pdl.enter(PDL)
     row = tl.program_id(0).to(tl.int64) * N
     cols = tl.arange(0, BLOCK_N)
     acc = tl.zeros([BLOCK_N], tl.float32)

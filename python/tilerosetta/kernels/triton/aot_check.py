@@ -27,7 +27,7 @@ from triton.compiler import ASTSource  # noqa: E402
 import torch  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
-from tilerosetta.kernels.triton import config  # noqa: E402
+from tilerosetta.kernels.triton import RUN_CONSTEXPRS, config  # noqa: E402
 from tilerosetta.specs import SPECS, Case, dtype_name  # noqa: E402
 
 HOPPER_SMEM = 232448  # bytes of shared memory one block may opt into on sm_90 (227 KB)
@@ -58,7 +58,7 @@ def variants(op, dtype, case, cfg):
     tensors = [torch.empty(shapes[n], dtype=dtype, device="meta") for n in list(spec.inputs) + list(spec.outputs)]
     out = []
     for lx in prepare(*tensors, cfg, **spec.full_params(case.params)):
-        runtime = [n for n in lx.kernel.arg_names if n not in lx.constexprs]
+        runtime = [n for n in lx.kernel.arg_names if n not in lx.constexprs and n not in RUN_CONSTEXPRS]
         sig = {n: arg_type(v) for n, v in zip(runtime, lx.args, strict=True)}
         out.append((lx.kernel, sig, lx.constexprs, lx.options.get("num_warps", 4), lx.options.get("num_stages", 3)))
     return out
@@ -93,9 +93,13 @@ def compile_one(kernel, sig, constexprs, num_warps, num_stages, arch, aligned):
     # (cp.async / wgmma) and needs the most shared memory, so it is the one to check.
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, ty in sig.items()
              if ty.startswith("*") or (aligned and ty == "i32")}
+    pdl = "PDL" in names and "PDL" not in constexprs and arch >= 90  # as run() launches it there
+    if "PDL" in names and "PDL" not in constexprs:
+        constexprs = {**constexprs, "PDL": pdl}
+        signature["PDL"] = "constexpr"
     src = ASTSource(kernel, signature=signature, constexprs=constexprs, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages})
+                              options={"num_warps": num_warps, "num_stages": num_stages, "launch_pdl": pdl})
     return compiled.metadata.shared
 
 

@@ -39,7 +39,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from tilerosetta.backends.base import sm_count
 from tilerosetta.kernels import arrival_counters
 from tilerosetta.kernels.attention_split import MIN_SPLIT_BLOCKS, packed_rows, split_plan
-from tilerosetta.kernels.triton import Launch
+from tilerosetta.kernels.triton import Launch, pdl
 
 
 LOG2E = 1.4426950408889634
@@ -123,7 +123,9 @@ def _merge_splits(m_ws, l_ws, acc_ws, row_ws0, stride_split, keep, offs_d, N_SPL
 @triton.jit
 def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, m_ws, l_ws, acc_ws, cnt_ptr, M, S, SK, GQ, N_SPLIT, CHUNK,
                      qk_scale, HEAD_D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr, TMA: tl.constexpr, SPLIT: tl.constexpr, FIXUP: tl.constexpr):
+                     BLOCK_N: tl.constexpr, TMA: tl.constexpr, SPLIT: tl.constexpr, FIXUP: tl.constexpr,
+                     PDL: tl.constexpr = False):
+    pdl.enter(PDL)
     # With TMA, q/k/v/out are tensor descriptors of the (NQ, M, D) and (B*Hkv, SK, D) views.
     # One flat program axis of (row set n, row block, split), split fastest, then row block: B*H may
     # exceed the 65535 programs of axis 1. Causal: the last row blocks have the most keys; start them
@@ -201,8 +203,10 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, m_ws, l_ws, acc_ws, cnt_ptr, 
 
 
 @triton.jit
-def combine_kernel(out_ptr, m_ws, l_ws, acc_ws, M, N_SPLIT, HEAD_D: tl.constexpr, SPLIT_P2: tl.constexpr):
+def combine_kernel(out_ptr, m_ws, l_ws, acc_ws, M, N_SPLIT, HEAD_D: tl.constexpr, SPLIT_P2: tl.constexpr,
+                   PDL: tl.constexpr = False):
     """One output row per program: the splits' partials merged (kernels/attention_split.py)."""
+    pdl.enter(PDL)
     pid = tl.program_id(0)  # = nq * M + r
     nq = pid // M
     r = pid % M

@@ -35,15 +35,18 @@ _GPU: dict[str, dict[str, dict[str, Any]]] = {
     # SPLIT_K: 0 = the split-K plan decides (kernels/matmul_split.py: splits only small-M products whose
     # tiles underfill the GPU), 1 = never split, n = n K chunks. BLOCK_M shrinks to the rows there are.
     # FIXUP: 1 = a split tile's last program sums the partials (one launch), 0 = a separate reduce kernel.
+    # 0 by default: measured on the H200 decode step (decode_profile, 2026-12-01) the one-launch form gave
+    # no gain for the GEMVs (matmul kernels 1151 us vs 1141 + 10 us of reduces) and made attention slower
+    # (the last program's serial merge of 32 splits: 143 us per step vs 75 us with the combine kernel).
     "matmul": {"*": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
-                     "num_stages": 3, "SPLIT_K": 0, "FIXUP": 1},
+                     "num_stages": 3, "SPLIT_K": 0, "FIXUP": 0},
                "fp32": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
-                        "num_stages": 3, "SPLIT_K": 0, "FIXUP": 1}},
+                        "num_stages": 3, "SPLIT_K": 0, "FIXUP": 0}},
     # TMA: 1 = tensor-descriptor loads/stores (attention.py); 0 = pointer loads (cp.async). SPLIT_MIN_BLOCKS:
     # key tiles per split-KV chunk at least (kernels/attention_split.py; decode only). FIXUP: 1 = a split
     # tile's last program merges the splits (one launch), 0 = a separate combine kernel.
     "attention": {"*": {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "TMA": 0,
-                        "SPLIT_MIN_BLOCKS": 4, "FIXUP": 1}},
+                        "SPLIT_MIN_BLOCKS": 4, "FIXUP": 0}},
 }
 _GPU["bmm"] = _GPU["matmul"]
 
@@ -51,15 +54,15 @@ _GPU["bmm"] = _GPU["matmul"]
 # programs (with split-K, >= 4 per SM) that each keep 3 B tiles of 16 KB in flight (128-bit loads).
 _MATMUL_SMALL_M = 64
 _MATMUL_SMALL = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4,
-                 "SPLIT_K": 0, "FIXUP": 1}
+                 "SPLIT_K": 0, "FIXUP": 0}
 # Decode (G * S <= 64 query rows per K/V head, one 16-row tile against the cache): 128-key TMA tiles, 4 warps,
 # 2 stages and split-KV chunks of one key tile (256 programs at B=1, Hkv=8, 4096 keys). decode_profile
 # --attention-sweep on the H200 (B1 H32 Hkv8 D128, 4096 keys, 24 caches back to back in one graph): 10.0 us
 # per call against 11.2 for the prefill default and 12.0 for torch SDPA.
 _ATTENTION_DECODE = {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2, "TMA": 1, "SPLIT_MIN_BLOCKS": 1,
-                     "FIXUP": 1}
+                     "FIXUP": 0}
 _ATTENTION_D64 = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "TMA": 0, "SPLIT_MIN_BLOCKS": 4,
-                  "FIXUP": 1}
+                  "FIXUP": 0}
 
 _INTERPRET: dict[str, dict[str, Any]] = {
     "vector_add": {"BLOCK": 8192},

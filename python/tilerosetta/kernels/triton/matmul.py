@@ -28,7 +28,7 @@ import triton.language as tl
 from tilerosetta.backends.base import sm_count
 from tilerosetta.kernels import arrival_counters
 from tilerosetta.kernels.matmul_split import split_plan
-from tilerosetta.kernels.triton import Launch
+from tilerosetta.kernels.triton import Launch, pdl
 
 REDUCE_ELEMENTS = 4096  # fp32 partials one reduce program loads at once (16 KB in flight, 32 per thread)
 
@@ -36,7 +36,9 @@ REDUCE_ELEMENTS = 4096  # fp32 partials one reduce program loads at once (16 KB 
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ab, stride_bb, stride_ob, stride_ws,
                   N_SPLIT, K_CHUNK, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FIXUP: tl.constexpr):
+                  GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FIXUP: tl.constexpr,
+                  PDL: tl.constexpr = False):
+    pdl.enter(PDL)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     # One flat program axis of (batch entry, K split, output tile), tile fastest: Bt may exceed axis 1's
@@ -98,10 +100,12 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ab, st
 
 
 @triton.jit
-def splitk_reduce_kernel(ws_ptr, out_ptr, TOTAL, N_SPLIT, BLOCK: tl.constexpr, SPLIT_P2: tl.constexpr):
+def splitk_reduce_kernel(ws_ptr, out_ptr, TOTAL, N_SPLIT, BLOCK: tl.constexpr, SPLIT_P2: tl.constexpr,
+                         PDL: tl.constexpr = False):
     """out[i] = sum over the splits of ws[s, i], for BLOCK flat elements of out per program. All splits are
     loaded at once (one (SPLIT_P2, BLOCK) tile: every load in flight together) and summed by tl.sum, whose
     order is fixed by the compiled kernel: the same result on every run."""
+    pdl.enter(PDL)
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     s = tl.arange(0, SPLIT_P2)
     mask = (s[:, None] < N_SPLIT) & (offs[None, :] < TOTAL)

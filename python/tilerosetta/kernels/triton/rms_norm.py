@@ -7,11 +7,12 @@
 import triton
 import triton.language as tl
 
-from tilerosetta.kernels.triton import row_launch
+from tilerosetta.kernels.triton import row_launch, pdl
 
 
 @triton.jit
-def rms_norm_block_kernel(x_ptr, w_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
+def rms_norm_block_kernel(x_ptr, w_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False):
+    pdl.enter(PDL)
     row = tl.program_id(0).to(tl.int64) * N
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
@@ -22,7 +23,8 @@ def rms_norm_block_kernel(x_ptr, w_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def rms_norm_loop_kernel(x_ptr, w_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
+def rms_norm_loop_kernel(x_ptr, w_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False):
+    pdl.enter(PDL)
     row = tl.program_id(0).to(tl.int64) * N
     cols = tl.arange(0, BLOCK_N)
     acc = tl.zeros([BLOCK_N], tl.float32)  # lane-wise partial sums, reduced once after the loop

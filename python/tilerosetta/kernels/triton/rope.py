@@ -10,11 +10,13 @@ cos and sin are read per column as given (not assumed to repeat across the halve
 import triton
 import triton.language as tl
 
-from tilerosetta.kernels.triton import Launch
+from tilerosetta.kernels.triton import Launch, pdl
 
 
 @triton.jit
-def rope_kernel(q_ptr, cos_ptr, sin_ptr, out_ptr, R, S, HALF, BLOCK_R: tl.constexpr, BLOCK_HALF: tl.constexpr):
+def rope_kernel(q_ptr, cos_ptr, sin_ptr, out_ptr, R, S, HALF, BLOCK_R: tl.constexpr, BLOCK_HALF: tl.constexpr,
+                PDL: tl.constexpr = False):
+    pdl.enter(PDL)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_HALF)
     mask = (rows[:, None] < R) & (cols[None, :] < HALF)

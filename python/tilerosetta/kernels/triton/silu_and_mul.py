@@ -7,11 +7,12 @@ x's row of 2H. A 1-D grid avoids CUDA's 65535 limit on the second grid axis.
 import triton
 import triton.language as tl
 
-from tilerosetta.kernels.triton import Launch
+from tilerosetta.kernels.triton import Launch, pdl
 
 
 @triton.jit
-def silu_and_mul_kernel(x_ptr, out_ptr, M, H, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr):
+def silu_and_mul_kernel(x_ptr, out_ptr, M, H, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr = False):
+    pdl.enter(PDL)
     pid = tl.program_id(0)
     tiles_h = tl.cdiv(H, BLOCK_H)
     rows = (pid // tiles_h).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
