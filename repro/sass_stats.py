@@ -9,6 +9,8 @@ the count of each opcode family the reports discuss, and two load-order facts:
              registers: 1 means every load is consumed before the next one issues (one load in flight
              per thread); a bounds-free elementwise kernel issues all its loads first.
   ldg_in_bssy the LDGs that sit inside a BSSY ... BSYNC region (a divergent branch region).
+  wgmma_wait the depths of WARPGROUP.DEPBAR.LE gsb0 (0: wait for every wgmma; 1: one group left in flight).
+  instr      static SASS instructions of the function.
 cuobjdump: $CUOBJDUMP, else the copy beside tileiras or in Triton's wheel (tilerosetta.toolchain), else PATH.
 """
 
@@ -70,12 +72,15 @@ def sass_facts(sass: str) -> dict[str, dict]:
     for line in sass.splitlines():
         if m := _FUNC.match(line):
             cur = out.setdefault(m.group(1), {"mix": Counter(), "ldg_batch": 0, "ldg_in_bssy": 0,
-                                              "_pending": set(), "_batch": 0, "_bssy": 0})
+                                              "_pending": set(), "_batch": 0, "_bssy": 0,
+                                              "wgmma_wait": set()})
             continue
         if cur is None or not (m := _INSTR.match(line)):
             continue
         op, operands = m.group(2), m.group(3)
         cur["mix"][op] += 1
+        if op.startswith("WARPGROUP.DEPBAR") and (d := re.search(r"gsb0,\s*0x(\w+)", operands)):
+            cur["wgmma_wait"].add(int(d.group(1), 16))  # how many wgmma groups it leaves in flight
         parts = operands.split(",")
         # a store reads every operand; anything else writes its first operand and reads the rest
         reads = parts if op.startswith(("ST", "RED", "BAR", "BRA", "BSSY", "BSYNC")) else parts[1:]
@@ -112,11 +117,15 @@ def stats(path: str) -> dict[str, dict]:
         for fam in FAMILIES:
             row[fam] = sum(n for op, n in f["mix"].items() if op == fam or op.startswith(fam + "."))
         row["ldg_batch"], row["ldg_in_bssy"] = f["ldg_batch"], f["ldg_in_bssy"]
+        row["instr"] = sum(f["mix"].values())
+        if f["wgmma_wait"]:
+            row["wgmma_wait"] = "/".join(map(str, sorted(f["wgmma_wait"])))
     return res
 
 
 def line(name: str, row: dict) -> str:
-    keys = ["threads", "REG", "LOCAL", "STACK", "SHARED", *FAMILIES, "ldg_batch", "ldg_in_bssy"]
+    keys = ["threads", "REG", "LOCAL", "STACK", "SHARED", "instr", *FAMILIES, "wgmma_wait", "ldg_batch",
+            "ldg_in_bssy"]
     return name + " " + " ".join(f"{k}={row[k]}" for k in keys if k in row and (row[k] or k in
                                                                                  ("REG", "LOCAL", "ldg_batch")))
 

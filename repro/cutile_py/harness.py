@@ -62,4 +62,4 @@ def main(kernel, n_arrays: int, variants: dict, gpu_case=None):
         path = Path(args.out) / f"{label.replace('=', '')}.{args.arch}.cubin"
         path.write_bytes(cubin(kernel, n_arrays, consts, args.arch))
         for name, row in stats(str(path)).items():
-            print(label, line(name.split("_Kt")[0], row))
+            print(label, "|", line(name.split("_Kt")[0], row))  # name less its signature suffix
