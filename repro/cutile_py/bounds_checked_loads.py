@@ -26,8 +26,8 @@ def silu_mul(a, b, out, TILE: ct.Constant[int], CHECK: ct.Constant[bool]):
 def gpu_case(label):
     import torch
 
-    arrays = [torch.randn(M, N, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
-    return (M * N // TILE, 1, 1), arrays, 3 * M * N * 2
+    a, b, out = (torch.randn(M, N, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    return (M * N // TILE, 1, 1), [a, b, out], 3 * M * N * 2, lambda: torch.nn.functional.silu(a.float()) * b.float()
 
 
 if __name__ == "__main__":

@@ -39,24 +39,28 @@ def cubin(kernel, n_arrays: int, consts: tuple, arch: str) -> bytes:
 
 
 def main(kernel, n_arrays: int, variants: dict, gpu_case=None):
-    """variants: label -> consts. gpu_case(label) -> (grid, arrays, bytes moved), only for --time."""
+    """variants: label -> consts. gpu_case(label) -> (grid, arrays, bytes moved, reference), only for --time:
+    reference() is the expected last array (the output), checked after the first launch."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--out", default=f"/tmp/repro_{kernel._annotated_function.pyfunc.__name__}")
     ap.add_argument("--time", action="store_true", help="time each variant on the GPU")
     args = ap.parse_args()
+    activate_tileiras()
     if args.time:
         import torch
         import triton.testing
 
         for label, consts in variants.items():
-            grid, arrays, nbytes = gpu_case(label)
+            grid, arrays, nbytes, reference = gpu_case(label)
             stream = torch.cuda.current_stream()
+            ct.launch(stream, grid, kernel, (*arrays, *consts))
+            ref = reference().float()
+            err = ((arrays[-1].reshape(ref.shape).float() - ref).norm() / ref.norm()).item()
             us = 1e3 * triton.testing.do_bench(lambda: ct.launch(stream, grid, kernel, (*arrays, *consts)),
                                                warmup=25, rep=200)
-            print(f"{label} {us:.1f} us {nbytes / us / 1e6:.2f} TB/s")
+            print(f"{label} {us:.1f} us {nbytes / us / 1e6:.2f} TB/s rel_err={err:.1e}")
         return
-    activate_tileiras()
     Path(args.out).mkdir(parents=True, exist_ok=True)
     for label, consts in variants.items():
         path = Path(args.out) / f"{label.replace('=', '')}.{args.arch}.cubin"

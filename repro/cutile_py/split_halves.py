@@ -49,7 +49,9 @@ def gpu_case(label):
     x, out = (torch.randn(R, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     c, s = (torch.randn(S, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     arrays = [x, c, s, out] if label != "MODE=1" else [t.view(-1, H) for t in (x, c, s, out)]
-    return (R // BS, 1, 1), arrays, (2 * R + 2 * S) * D * 2
+    xf, cf, sf = x.float().view(-1, S, D), c.float(), s.float()
+    ref = lambda: (xf * cf + torch.cat((-xf[..., H:], xf[..., :H]), -1) * sf).view(R, D)  # noqa: E731
+    return (R // BS, 1, 1), arrays, (2 * R + 2 * S) * D * 2, ref
 
 
 if __name__ == "__main__":
