@@ -3,8 +3,8 @@
 
     python3 repro/sass_stats.py KERNEL.cubin [KERNEL2.cubin ...]
 
-Per kernel function, one line: threads (EIATTR_REQNTID), registers, local memory (spills), shared memory,
-the count of each opcode family the reports discuss, and two load-order facts:
+Per kernel function, one line: threads (EIATTR_REQNTID), the register cap (EIATTR_MAXREG_COUNT), registers,
+local memory (spills), stack, shared memory, the count of each opcode family the reports discuss, and two load-order facts:
   ldg_batch  the most global loads (LDG) issued before an instruction reads one of their destination
              registers: 1 means every load is consumed before the next one issues (one load in flight
              per thread); a bounds-free elementwise kernel issues all its loads first.
@@ -109,9 +109,11 @@ def stats(path: str) -> dict[str, dict]:
         res[name] = {k: int(v) for k, v in re.findall(r"(REG|STACK|SHARED|LOCAL):(\d+)", fields)}
     elf = _dump("-elf", path)
     for section in re.split(r"\n(?=\.)", elf):  # one ELF section per chunk
-        if (m := re.match(r"\.nv\.info\.(\S+)", section)) and (
-                t := re.search(r"EIATTR_REQNTID[\s\S]*?Value:\s*(0x[0-9a-f]+)", section)):
-            res.setdefault(m.group(1), {})["threads"] = int(t.group(1), 16)
+        if not (m := re.match(r"\.nv\.info\.(\S+)", section)):
+            continue
+        for attr, key in (("EIATTR_REQNTID", "threads"), ("EIATTR_MAXREG_COUNT", "MAXREG")):
+            if t := re.search(attr + r"[\s\S]*?Value:\s*(0x[0-9a-f]+)", section):
+                res.setdefault(m.group(1), {})[key] = int(t.group(1), 16)
     for name, f in sass_facts(_dump("-sass", path)).items():
         row = res.setdefault(name, {})
         for fam in FAMILIES:
@@ -124,7 +126,7 @@ def stats(path: str) -> dict[str, dict]:
 
 
 def line(name: str, row: dict) -> str:
-    keys = ["threads", "REG", "LOCAL", "STACK", "SHARED", "instr", *FAMILIES, "wgmma_wait", "ldg_batch",
+    keys = ["threads", "MAXREG", "REG", "LOCAL", "STACK", "SHARED", "instr", *FAMILIES, "wgmma_wait", "ldg_batch",
             "ldg_in_bssy"]
     return name + " " + " ".join(f"{k}={row[k]}" for k in keys if k in row and (row[k] or k in
                                                                                  ("REG", "LOCAL", "ldg_batch")))

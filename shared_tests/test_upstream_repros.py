@@ -104,3 +104,11 @@ def test_cutile_extract_cat_goes_through_shared_memory(tmp_path):
     assert "SHARED" not in rows["MODE=0"] and rows["MODE=0"]["ldg_batch"] == "12", rows["MODE=0"]
     for mode in ("MODE=1", "MODE=2"):
         assert int(rows[mode]["SHARED"]) > 0 and int(rows[mode]["STS"]) > 0 and int(rows[mode]["LDS"]) > 0, rows
+
+
+def test_tile_cpp_occupancy_hint_is_dropped_with_a_multi_chunk_path(tmp_path):
+    rows = _run(["repro/tile_cpp/compile.py", "repro/tile_cpp/occupancy_hint.cu", "FALLBACK=0,1", "IRANGE=0"],
+                False, tmp_path)
+    one, both = rows["FALLBACK=0 IRANGE=0"], rows["FALLBACK=1 IRANGE=0"]
+    assert (one["threads"], one["MAXREG"]) == ("256", "64"), one  # occupancy = 4 honoured
+    assert (both["threads"], both["MAXREG"]) == ("384", "168") and int(both["SHARED"]) > 200_000, both
