@@ -32,7 +32,12 @@ def _skip_reason(need_cutile: bool) -> str | None:
         return why
     if toolchain.binary_tool("cuobjdump") is None:
         return "cuobjdump not found (beside tileiras, in Triton's wheel, on PATH)"
-    if need_cutile:
+    if not need_cutile:  # CUDA Tile C++: nvcc and tileirdisasm of the same release as tileiras
+        missing = [t for t in ("nvcc", "tileirdisasm") if not (tc.bin_dir / t).is_file()]
+        if missing:
+            return (f"no {' or '.join(missing)} beside tileiras {tc.version_str()} in {tc.bin_dir}: the C++ "
+                    "reproducers need the nvcc of that release")
+    else:
         try:
             from cuda.tile.compilation import export_kernel  # noqa: F401
         except Exception as exc:
@@ -44,7 +49,8 @@ def _run(args: list[str], need_cutile: bool, tmp_path) -> dict[str, dict[str, st
     """Run a reproducer driver; its lines `LABEL | [loops=..] KERNEL k=v ...` as {LABEL: {k: v}}."""
     if why := _skip_reason(need_cutile):
         pytest.skip(why)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(ROOT / "python"),
+                                                                    os.environ.get("PYTHONPATH")] if p))
     res = subprocess.run([sys.executable, *args, "--out", str(tmp_path)], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, f"{args[0]} failed:\n{res.stderr[-3000:]}"
