@@ -1,0 +1,120 @@
+"""The reproducers of the upstream reports (docs/upstream/, repro/) compile on the CPU and still show the
+limit each report states, with the pinned toolchain (tileiras 13.4).
+
+Each check runs the reproducer's own CPU driver (what a report tells its reader to run) and asserts the
+SASS facts the report quotes. If one fails after a toolchain update, the compiler changed: re-measure,
+then update the report (or close it upstream as fixed) and this test together. Skipped, with the reason,
+where tileiras, cuda.tile or cuobjdump is absent.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tilerosetta import toolchain
+
+ROOT = Path(__file__).resolve().parents[1]
+REPRO = ROOT / "repro"
+REPORTS = ROOT / "docs" / "upstream"
+KERNEL_FILES = sorted(p for p in REPRO.rglob("*") if p.suffix in (".cu", ".py") and p.parent != REPRO
+                      and p.name not in ("harness.py", "compile.py"))
+
+
+def _skip_reason(need_cutile: bool) -> str | None:
+    tc = toolchain.activate()
+    ok, why = tc.can_target("sm_90")
+    if not ok:
+        return why
+    if toolchain.binary_tool("cuobjdump") is None:
+        return "cuobjdump not found (beside tileiras, in Triton's wheel, on PATH)"
+    if not need_cutile:  # CUDA Tile C++: nvcc and tileirdisasm of the same release as tileiras
+        missing = [t for t in ("nvcc", "tileirdisasm") if not (tc.bin_dir / t).is_file()]
+        if missing:
+            return (f"no {' or '.join(missing)} beside tileiras {tc.version_str()} in {tc.bin_dir}: the C++ "
+                    "reproducers need the nvcc of that release")
+    else:
+        try:
+            from cuda.tile.compilation import export_kernel  # noqa: F401
+        except Exception as exc:
+            return f"cuda.tile not importable: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _run(args: list[str], need_cutile: bool, tmp_path) -> dict[str, dict[str, str]]:
+    """Run a reproducer driver; its lines `LABEL | [loops=..] KERNEL k=v ...` as {LABEL: {k: v}}."""
+    if why := _skip_reason(need_cutile):
+        pytest.skip(why)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(ROOT / "python"),
+                                                                    os.environ.get("PYTHONPATH")] if p))
+    res = subprocess.run([sys.executable, *args, "--out", str(tmp_path)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"{args[0]} failed:\n{res.stderr[-3000:]}"
+    rows = {}
+    for text in res.stdout.splitlines():
+        if " | " in text:
+            label, facts = text.split(" | ", 1)
+            rows[label] = dict(w.split("=", 1) for w in facts.split() if "=" in w)
+    assert rows, f"{args[0]} printed no kernel:\n{res.stdout}\n{res.stderr[-2000:]}"
+    return rows
+
+
+def test_every_reproducer_kernel_is_under_60_lines():
+    assert KERNEL_FILES, "no reproducer under repro/"
+    long = {str(p.relative_to(ROOT)): n for p in KERNEL_FILES if (n := len(p.read_text().splitlines())) >= 60}
+    assert not long, f"reproducers must stay under 60 lines: {long}"
+
+
+def test_every_report_names_existing_reproducers():
+    reports = [p for p in REPORTS.glob("*.md") if p.name != "README.md"]
+    assert reports, "no report in docs/upstream/"
+    for report in reports:
+        named = set(re.findall(r"repro/[\w/.-]+\.(?:cu|py)", report.read_text()))
+        assert named, f"{report.name} names no reproducer under repro/"
+        missing = [n for n in named if not (ROOT / n).is_file()]
+        assert not missing, f"{report.name} names reproducers that do not exist: {missing}"
+
+
+def test_tile_cpp_gemm_k_loop_is_pipelined_only_with_irange(tmp_path):
+    rows = _run(["repro/tile_cpp/compile.py", "repro/tile_cpp/gemm_kloop.cu", "IRANGE=0,1", "RESTRICT=0,1"],
+                False, tmp_path)
+    plain, irange = rows["IRANGE=0 RESTRICT=1"], rows["IRANGE=1 RESTRICT=1"]
+    assert (plain["loops"], irange["loops"]) == ("loop", "for"), (plain, irange)
+    # plain for: one K step per trip, wgmma wait to 0, the accumulator through shared memory
+    assert (plain["HGMMA"], plain["wgmma_wait"], plain["LDS"]) == ("4", "0", "64"), plain
+    assert (irange["HGMMA"], irange["wgmma_wait"], "LDS" in irange) == ("8", "0/1", False), irange
+    # without __restrict__ the TMA producer re-arms a private mbarrier and waits for its own load
+    assert rows["IRANGE=1 RESTRICT=0"].get("SYNCS.CCTL.IV") == "2" and "SYNCS.CCTL.IV" not in irange
+
+
+def test_tile_cpp_view_loads_are_bounds_checked_even_unmasked(tmp_path):
+    rows = _run(["repro/tile_cpp/compile.py", "repro/tile_cpp/bounds_checked_loads.cu", "MASKED=1,0"],
+                False, tmp_path)
+    for label in ("MASKED=1", "MASKED=0"):
+        assert (rows[label]["LDG"], rows[label]["ldg_batch"], rows[label]["ldg_in_bssy"]) == ("2", "1", "2"), rows
+
+
+def test_cutile_bounds_checked_loads_are_serialised(tmp_path):
+    rows = _run(["repro/cutile_py/bounds_checked_loads.py"], True, tmp_path)
+    checked, unchecked = rows["check_bounds=True"], rows["check_bounds=False"]
+    assert (checked["LDG"], checked["ldg_batch"], checked["ldg_in_bssy"]) == ("2", "1", "2"), checked
+    assert (unchecked["LDG"], unchecked["ldg_batch"], "ldg_in_bssy" in unchecked) == ("2", "2", False), unchecked
+
+
+def test_cutile_extract_cat_goes_through_shared_memory(tmp_path):
+    rows = _run(["repro/cutile_py/split_halves.py"], True, tmp_path)
+    assert "SHARED" not in rows["MODE=0"] and rows["MODE=0"]["ldg_batch"] == "12", rows["MODE=0"]
+    for mode in ("MODE=1", "MODE=2"):
+        assert int(rows[mode]["SHARED"]) > 0 and int(rows[mode]["STS"]) > 0 and int(rows[mode]["LDS"]) > 0, rows
+
+
+def test_tile_cpp_occupancy_hint_is_dropped_with_a_multi_chunk_path(tmp_path):
+    rows = _run(["repro/tile_cpp/compile.py", "repro/tile_cpp/occupancy_hint.cu", "FALLBACK=0,1", "IRANGE=0"],
+                False, tmp_path)
+    one, both = rows["FALLBACK=0 IRANGE=0"], rows["FALLBACK=1 IRANGE=0"]
+    assert (one["threads"], one["MAXREG"]) == ("256", "64"), one  # occupancy = 4 honoured
+    assert (both["threads"], both["MAXREG"]) == ("384", "168") and int(both["SHARED"]) > 200_000, both
