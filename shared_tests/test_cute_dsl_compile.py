@@ -323,6 +323,40 @@ def test_gemm_configs_refuse_what_does_not_fit():
     assert {"BM": 128, "BN": 256, "STAGES": 4} in b.config_space("matmul", torch.bfloat16)
 
 
+@needs_runtime
+@pytest.mark.parametrize("bm,bn,stages", [(128, 256, 4), (64, 128, 3)])
+def test_gemm_wgmma_warp_specialised_form_compiles_within_the_register_file(tmp_path, bm, bn, stages):
+    """WS=1: BM / 64 consumer warpgroups plus the producer one (128 more threads), every K tile loaded by TMA
+    from the producer, wgmmas only in the consumers; with no setmaxnreg every thread gets the kernel's
+    register count, so it must fit 65536 / threads, and nothing may spill."""
+    from tilerosetta.kernels.cute_dsl import common, gemm_wgmma
+
+    if toolchain.binary_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump here (make setup, or the triton wheel, provides one)")
+    for ws in (0, 1):
+        out = tmp_path / f"ws{ws}"
+        out.mkdir()
+        fn, args = gemm_wgmma.build(torch.bfloat16, {"BM": bm, "BN": bn, "STAGES": stages, "WS": ws})
+        ptx = common.compile_for(fn, args, ARCH, keep_dir=str(out)).artifacts.PTX
+        assert "cp.async.bulk.tensor" in ptx and "wgmma.mma_async" in ptx
+        (k,) = cubin.analyse(next(out.glob(f"*.{ARCH}.cubin")).read_bytes())
+        assert k.threads == 2 * bm + 128 * ws, f"WS={ws}: {k.threads} threads"
+        assert k.local == 0 and k.spill_stores == 0, f"WS={ws}: spills ({k.local} B local)"
+        assert k.regs * k.threads <= 65536, f"WS={ws}: {k.regs} registers x {k.threads} threads"
+        assert k.mix["HGMMA.64"] and any(i.startswith("UTMALDG") for i in k.mix)
+
+
+def test_gemm_ws_is_a_config_of_the_wgmma_kernel(fake_backend):
+    b, kernels = fake_backend
+    assert {"BM": 128, "BN": 256, "STAGES": 4, "WS": 1} in b.config_space("matmul", torch.bfloat16)
+    with pytest.raises(ValueError, match="WS"):
+        b.check_config("matmul", torch.bfloat16, {"BM": 128, "BN": 256, "STAGES": 4, "WS": 2})
+    b.set_config("matmul", torch.bfloat16, {"WS": 1})
+    a = torch.randn(64, 64, dtype=torch.bfloat16)
+    b.implementations()["matmul"](a, a, torch.empty_like(a))
+    assert kernels.builds[-1] == ("matmul", torch.bfloat16, "wgmma", {"BM": 128, "BN": 256, "STAGES": 4, "WS": 1})
+
+
 def test_gemm_simt_serves_fp32_and_unaligned_shapes(fake_backend):
     b, kernels = fake_backend
     for dtype, (m, n, k) in ((torch.float32, (64, 64, 64)), (torch.bfloat16, (7, 13, 5)), (torch.float16, (127, 129, 131))):

@@ -8,6 +8,8 @@ Knobs:
   TILE           square tile edge of transpose (staged through shared memory)
   BM, BN         C tile of a CTA in the Hopper GEMM (matmul, bmm: gemm_wgmma.py); BM / 64 warpgroups
   STAGES         depth of that GEMM's TMA -> shared-memory ring (each stage (BM + BN) x 64 halves)
+  WS             1: that GEMM warp-specialised (a producer warpgroup issues the TMA loads, the BM / 64 consumer
+                 warpgroups only run wgmmas); 0 (the default): warp 0 is also the producer
   (the SIMT GEMM that fp32 and unaligned shapes take has a fixed 64 x 64 x 16 tile: no knobs)
   attention (attention_wgmma.py):
   WGMMA          1: the TMA + wgmma kernel for calls it can take; 0: the SIMT kernel (attention.py) always
@@ -105,8 +107,10 @@ def config_space(op: str, dtype: str) -> list[dict]:
     if op == "transpose":
         return [{"TILE": t} for t in (32, 64)]
     if op in GEMM_OPS:
+        # each tile plain ({BM, BN, STAGES}, as the default) and warp-specialised (WS=1)
         return [c for bm in (64, 128) for bn in (64, 128, 256) for st in (2, 3, 4, 5, 6)
-                if gemm_smem_bytes(c := {"BM": bm, "BN": bn, "STAGES": st}) <= SMEM_LIMIT]
+                for c in ({"BM": bm, "BN": bn, "STAGES": st}, {"BM": bm, "BN": bn, "STAGES": st, "WS": 1})
+                if gemm_smem_bytes(c) <= SMEM_LIMIT]
     if op == "attention":
         # the split's chunk size only where splits happen (few CTAs: decode, BM=64 packed); it is host-side,
         # so these configs share their compiles
@@ -131,6 +135,8 @@ def check_config(op: str, config: dict) -> None:
     if 32 * config.get("WARPS_PER_ROW", 1) * config.get("ROWS", 1) > MAX_THREADS:
         raise ValueError(f"cute_dsl.{op}: WARPS_PER_ROW*ROWS={config['WARPS_PER_ROW'] * config['ROWS']} warps "
                          f"exceed {MAX_THREADS // 32} per CTA")
+    if op in GEMM_OPS and (config.get("WS", 0) not in (0, 1) or isinstance(config.get("WS"), bool)):
+        raise ValueError(f"cute_dsl.{op}: WS={config['WS']!r} must be 1 (a producer warpgroup) or 0 (warp 0 produces)")
     if op in GEMM_OPS and set(config) >= {"BM", "BN", "STAGES"}:
         if config["BM"] not in (64, 128) or config["BN"] not in (64, 128, 256):
             raise ValueError(f"cute_dsl.{op}: BM={config['BM']} must be 64 or 128 (warpgroups of 64 rows), "
