@@ -12,7 +12,10 @@ memory-bound ops, "wgmma" (TMA + warpgroup MMA, fp16/bf16 with 16-byte row strid
 else) for matmul / bmm, "wgmma_d64" / "wgmma_d128" (TMA + wgmma) or "d64" / "d128" (SIMT) for attention,
 the head dim compiled in; attention's config knob WGMMA (1 by default) can send a call to the SIMT kernel,
 and TILEROSETTA_CUTE_DSL_ATTENTION=simt / =simple take every call to the SIMT kernel / the wgmma kernel's
-simple form (PIPE=0, PACK=0): GPU diagnosis switches that need no code change.
+simple form (PIPE=0, PACK=0): GPU diagnosis switches that need no code change. An attention call whose
+CTAs cannot fill the SMs (decode at small batch) compiles the wgmma kernel's split-KV form (SPLIT=1) and is
+launched with its attention_plan.Split, which sizes the fp32 partials allocated per call on torch's current
+stream (kernels/cute_dsl/attention_plan.py; config SPLIT_MIN_BLOCKS=0 turns it off).
 
 The runtime is optional and large (~260 MB unpacked): CI does not install it, and the backend is then
 unavailable with that reason. Where it imports but no GPU is visible, the kernels still compile
