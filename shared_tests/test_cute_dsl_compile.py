@@ -685,7 +685,8 @@ def test_attention_split_schedule_and_combine_replayed_on_the_cpu_match_the_refe
         m_tiles = -(-rows // bm)
         n_split = -(-sk // (chunk_tiles * bn))
         m_ws = torch.full((b * groups, n_split, rows), float("nan"), dtype=torch.float64)
-        l_ws, acc_ws = torch.full_like(m_ws, float("nan")), torch.full((*m_ws.shape, d), float("nan"), dtype=torch.float64)
+        l_ws = torch.full_like(m_ws, float("nan"))
+        acc_ws = torch.full((*m_ws.shape, d), float("nan"), dtype=torch.float64)
         for bx in range(m_tiles * groups * b * n_split):
             sp, rest = aw.split_coords(bx, n_split)
             mt, hg, bb = aw.cta_coords(rest, m_tiles, groups)
