@@ -93,7 +93,18 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
         assert "wgmma.mma_async.sync.aligned.m64n" in ptx, f"{op}: no wgmma in the PTX"
         assert "st.global.b32" in ptx and "st.global.b16" not in ptx, f"{op}: epilogue pairs not stored as 32 bits"
         if toolchain.binary_tool("cuobjdump") is not None:
-            for k in cubin.analyse(elf):
+            kernels = cubin.analyse(elf)
+            combines = [k for k in kernels if "_combine_kernel" in k.name]
+            # the split-KV form: the split kernel and the combine kernel that merges its partials, no other
+            assert len(combines) == (1 if cfg.get("SPLIT") else 0) and len(kernels) == 1 + len(combines), \
+                f"{op} {cfg}: kernels {[k.name[:60] for k in kernels]}"
+            for k in combines:
+                assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
+                # D / 32 fp32 columns of each split's O per lane: one vector load (128 bits at D=128, 64 at 64)
+                assert k.mix[f"LDG.E.{128 if '_d128' in variant else 64}"], f"{op} {cfg}: combine loads not vectorised"
+            for k in kernels:
+                if "_combine_kernel" in k.name:
+                    continue
                 assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
                 assert k.mix["HGMMA.64"] or any(i.startswith("HGMMA") for i in k.mix), f"{op}: no HGMMA in the SASS"
                 assert any(i.startswith("UTMALDG") for i in k.mix), f"{op}: no TMA load (UTMALDG) in the SASS"
@@ -312,6 +323,40 @@ def test_gemm_configs_refuse_what_does_not_fit():
     assert {"BM": 128, "BN": 256, "STAGES": 4} in b.config_space("matmul", torch.bfloat16)
 
 
+@needs_runtime
+@pytest.mark.parametrize("bm,bn,stages", [(128, 256, 4), (64, 128, 3)])
+def test_gemm_wgmma_warp_specialised_form_compiles_within_the_register_file(tmp_path, bm, bn, stages):
+    """WS=1: BM / 64 consumer warpgroups plus the producer one (128 more threads), every K tile loaded by TMA
+    from the producer, wgmmas only in the consumers; with no setmaxnreg every thread gets the kernel's
+    register count, so it must fit 65536 / threads, and nothing may spill."""
+    from tilerosetta.kernels.cute_dsl import common, gemm_wgmma
+
+    if toolchain.binary_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump here (make setup, or the triton wheel, provides one)")
+    for ws in (0, 1):
+        out = tmp_path / f"ws{ws}"
+        out.mkdir()
+        fn, args = gemm_wgmma.build(torch.bfloat16, {"BM": bm, "BN": bn, "STAGES": stages, "WS": ws})
+        ptx = common.compile_for(fn, args, ARCH, keep_dir=str(out)).artifacts.PTX
+        assert "cp.async.bulk.tensor" in ptx and "wgmma.mma_async" in ptx
+        (k,) = cubin.analyse(next(out.glob(f"*.{ARCH}.cubin")).read_bytes())
+        assert k.threads == 2 * bm + 128 * ws, f"WS={ws}: {k.threads} threads"
+        assert k.local == 0 and k.spill_stores == 0, f"WS={ws}: spills ({k.local} B local)"
+        assert k.regs * k.threads <= 65536, f"WS={ws}: {k.regs} registers x {k.threads} threads"
+        assert k.mix["HGMMA.64"] and any(i.startswith("UTMALDG") for i in k.mix)
+
+
+def test_gemm_ws_is_a_config_of_the_wgmma_kernel(fake_backend):
+    b, kernels = fake_backend
+    assert {"BM": 128, "BN": 256, "STAGES": 4, "WS": 1} in b.config_space("matmul", torch.bfloat16)
+    with pytest.raises(ValueError, match="WS"):
+        b.check_config("matmul", torch.bfloat16, {"BM": 128, "BN": 256, "STAGES": 4, "WS": 2})
+    b.set_config("matmul", torch.bfloat16, {"WS": 1})
+    a = torch.randn(64, 64, dtype=torch.bfloat16)
+    b.implementations()["matmul"](a, a, torch.empty_like(a))
+    assert kernels.builds[-1] == ("matmul", torch.bfloat16, "wgmma", {"BM": 128, "BN": 256, "STAGES": 4, "WS": 1})
+
+
 def test_gemm_simt_serves_fp32_and_unaligned_shapes(fake_backend):
     b, kernels = fake_backend
     for dtype, (m, n, k) in ((torch.float32, (64, 64, 64)), (torch.bfloat16, (7, 13, 5)), (torch.float16, (127, 129, 131))):
@@ -516,6 +561,170 @@ def test_attention_wgmma_schedule_replayed_on_the_cpu_matches_the_reference(pack
             out[bb, heads, pos] = torch.softmax(scores, dim=-1) @ vv
         assert not out.isnan().any(), f"{case}: rows no CTA wrote"
         torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-9, msg=lambda m: f"{case}: {m}")
+
+
+# ---- attention split-KV (flash-decoding) ---------------------------------------------------------------------
+LLAMA_DECODE = {"B": 1, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}
+
+
+def _decode_call(b, sk=4096):
+    q = torch.randn(b, 32, 1, 128, dtype=torch.bfloat16)
+    cache = torch.randn(b, 8, sk, 128, dtype=torch.bfloat16)
+    return q, cache, cache, torch.empty_like(q)
+
+
+def test_attention_decode_at_b1_takes_the_split_and_sizes_its_workspaces(fake_backend):
+    """Llama 3.1 8B decode at B=1: 8 CTAs (one per K/V head, its 4 query rows packed) for 132 SMs. The call
+    compiles the split form (SPLIT=1; SPLIT_MIN_BLOCKS stays host-side) and launches with the plan: 16 chunks
+    of 2 key tiles (256 keys), 128 CTAs, one wave; the partials' workspaces fit that plan exactly."""
+    from tilerosetta.kernels.cute_dsl import attention_plan
+
+    b, kernels = fake_backend
+    q, k, v, out = _decode_call(1)
+    b.implementations()["attention"](q, k, v, out, causal=True, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.bfloat16, "wgmma_d128",
+                                  {"WGMMA": 1, "BM": 64, "BN": 128, "STAGES": 3, "PIPE": 1, "PACK": 1, "SPLIT": 1})
+    split = kernels.launches[-1][3]["split"]
+    assert split == attention_plan.Split(n_split=16, chunk=256, chunk_tiles=2, pack=1)
+    assert attention_plan.tiles(LLAMA_DECODE, kernels.builds[-1][3]) * split.n_split <= 132  # one wave
+    m_ws, l_ws, acc_ws = attention_plan.workspaces(q, k, split)
+    assert m_ws.shape == l_ws.shape == (8, 16, 4) and acc_ws.shape == (8, 16, 4, 128)  # (B*Hkv, splits, G*Sq, D)
+    assert {t.dtype for t in (m_ws, l_ws, acc_ws)} == {torch.float32} and m_ws.data_ptr() != l_ws.data_ptr()
+    assert len({t.device for t in (m_ws, l_ws, acc_ws, q)}) == 1
+
+
+@pytest.mark.parametrize("batch", [16, 64])
+def test_attention_decode_that_fills_the_gpu_stays_the_unsplit_kernel(fake_backend, batch):
+    """B=16 (128 CTAs: a split would turn one wave of 32 key tiles into three of 11) and B=64 compile and
+    launch exactly what they did before split-KV: the same config, no split argument."""
+    b, kernels = fake_backend
+    b.implementations()["attention"](*_decode_call(batch), causal=True, scale=None)
+    assert kernels.builds[-1] == ("attention", torch.bfloat16, "wgmma_d128",
+                                  {"WGMMA": 1, "BM": 64, "BN": 128, "STAGES": 3, "PIPE": 1, "PACK": 1})
+    assert kernels.launches[-1][3] == {"causal": True, "scale": None}
+
+
+def test_attention_split_can_be_turned_off_and_spares_the_simt_kernel(fake_backend):
+    b, kernels = fake_backend
+    attn = b.implementations()["attention"]
+    b.set_config("attention", torch.bfloat16, {"SPLIT_MIN_BLOCKS": 0})
+    attn(*_decode_call(1), causal=True, scale=None)
+    assert "SPLIT" not in kernels.builds[-1][3] and "split" not in kernels.launches[-1][3]
+    b.set_config("attention", torch.bfloat16, {"WGMMA": 0})
+    attn(*_decode_call(1), causal=True, scale=None)
+    assert kernels.builds[-1][2:] == ("d128", {}) and "split" not in kernels.launches[-1][3]
+    with pytest.raises(ValueError, match="SPLIT_MIN_BLOCKS"):
+        b.check_config("attention", torch.bfloat16, {"SPLIT_MIN_BLOCKS": -1})
+
+
+@pytest.mark.parametrize("sk", [129, 256, 1000, 4096, 4099, 32768])
+@pytest.mark.parametrize("batch,heads,kv_heads,sq", [(1, 32, 8, 1), (1, 16, 2, 1), (2, 8, 2, 1), (1, 4, 1, 40),
+                                                     (1, 2, 2, 300)])
+@pytest.mark.parametrize("min_blocks", [1, 2, 4])
+def test_attention_split_plan_covers_the_keys_once_and_only_where_it_pays(sk, batch, heads, kv_heads, sq, min_blocks):
+    from tilerosetta.kernels.cute_dsl import attention_plan
+
+    dims = {"B": batch, "H": heads, "Hkv": kv_heads, "S": sq, "Sk": sk, "D": 128}
+    for bm, bn in ((64, 128), (128, 64)):
+        cfg = {"BM": bm, "BN": bn, "STAGES": 2, "PACK": 1, "SPLIT_MIN_BLOCKS": min_blocks}
+        n_split, chunk = attention_plan.plan(dims, cfg)
+        if n_split == 1:
+            assert chunk == sk
+            continue
+        assert chunk % bn == 0 and chunk >= min_blocks * bn, (cfg, chunk)
+        assert (n_split - 1) * chunk < sk <= n_split * chunk, (cfg, n_split, chunk)  # every chunk starts below Sk
+        ctas, slots = attention_plan.tiles(dims, cfg), 132 * attention_plan.ctas_per_sm(cfg, 128)
+        assert -(-ctas * n_split // slots) * (chunk // bn) <= 0.75 * -(-ctas // slots) * -(-sk // bn)
+
+
+def test_attention_split_occupancy_follows_shared_memory():
+    from tilerosetta.kernels.cute_dsl import attention_plan
+
+    assert attention_plan.ctas_per_sm({"BM": 64, "BN": 128, "STAGES": 3}, 128) == 1  # 208 KB
+    assert attention_plan.ctas_per_sm({"BM": 64, "BN": 64, "STAGES": 2}, 128) == 2  # 80 KB
+    assert attention_plan.ctas_per_sm({"BM": 128, "BN": 64, "STAGES": 2}, 64) == 1  # 256 threads x 255 registers
+
+
+def _split_cases():
+    """Every attention conformance case with keys for two or more chunks, split into chunks of 1 and 3 key
+    tiles whatever the plan would say (so that prefill and causal cases meet the split form too)."""
+    spec = get_spec("attention")
+    return [(case, chunk_tiles) for case in spec.cases for chunk_tiles in (1, 3)
+            if case.dims.get("Sk", case.dims["S"]) > 64 * chunk_tiles]
+
+
+@needs_runtime
+@pytest.mark.parametrize("pack", [1, 0])
+@pytest.mark.parametrize("bm,bn", [(64, 128), (128, 64)])
+def test_attention_split_schedule_and_combine_replayed_on_the_cpu_match_the_reference(pack, bm, bn):
+    """The split kernel's index arithmetic (CTA -> split, query tile, head group, batch; its chunk's key
+    tiles, cut at its rows' causal limit) run with ints through the kernel's own helpers, its partials
+    computed as it computes them (m = row max in log2 units, -inf for a row that saw no key; l; unnormalised
+    O over the tiles it loads, TMA zeros past Sk), and the combine's formula: must give the reference on
+    every case, with every (row, split) partial written exactly once and no visible key outside the tiles
+    loaded. A chunk past every row's causal limit loads one fully masked tile (weight 0)."""
+    import math
+
+    from tilerosetta.kernels.cute_dsl import attention_wgmma as aw
+
+    spec = get_spec("attention")
+    gen = torch.Generator().manual_seed(1)
+    empty_chunks = no_key_rows = 0
+    for case, chunk_tiles in _split_cases():
+        dims, params = case.dims, {"causal": False, "scale": None, **case.params}
+        b, h, s, d = dims["B"], dims["H"], dims["S"], dims["D"]
+        hkv, sk = dims.get("Hkv", h), dims.get("Sk", s)
+        q = torch.randn(b, h, s, d, generator=gen, dtype=torch.float64)
+        k, v = (torch.randn(b, hkv, sk, d, generator=gen, dtype=torch.float64) for _ in range(2))
+        ref = spec.reference(params, q, k, v)["out"]
+        scale = params["scale"] if params["scale"] is not None else 1 / math.sqrt(d)
+        log2e = math.log2(math.e)
+        causal, shift = int(bool(params["causal"])), sk - s
+        gp = h // hkv if pack else 1
+        rows, groups = gp * s, h // gp
+        m_tiles = -(-rows // bm)
+        n_split = -(-sk // (chunk_tiles * bn))
+        m_ws = torch.full((b * groups, n_split, rows), float("nan"), dtype=torch.float64)
+        l_ws = torch.full_like(m_ws, float("nan"))
+        acc_ws = torch.full((*m_ws.shape, d), float("nan"), dtype=torch.float64)
+        for bx in range(m_tiles * groups * b * n_split):
+            sp, rest = aw.split_coords(bx, n_split)
+            mt, hg, bb = aw.cta_coords(rest, m_tiles, groups)
+            m0 = mt * bm
+            min_pos, max_pos = aw.query_span(m0, bm, rows, s)
+            t0, n = aw.chunk_of(aw.key_tiles(sk, bn, causal, max_pos, shift), sp, chunk_tiles)
+            assert n >= 1 and t0 * bn < sk, (case, bx)  # the tiles it loads exist
+            hk = aw.kv_head(hg, gp, h, hkv)
+            r = torch.arange(m0, min(m0 + bm, rows))
+            heads, pos = hg * gp + r // s, r % s
+            keys = torch.arange(t0 * bn, (t0 + n) * bn)
+            visible = (keys[None] < sk) & ((causal == 0) | (keys[None] <= pos[:, None] + shift))
+            chunk = torch.arange(sp * chunk_tiles * bn, min((sp + 1) * chunk_tiles * bn, sk))
+            in_chunk = (causal == 0) | (chunk[None] <= pos[:, None] + shift)
+            assert int(visible.sum()) == int(in_chunk.sum()), f"{case}: CTA {bx} misses visible keys of its chunk"
+            empty_chunks += int(not visible.any())
+            for t in range(n):
+                kv0 = (t0 + t) * bn
+                if not (kv0 + bn > sk or (causal and kv0 + bn - 1 > min_pos + shift)):
+                    assert visible[:, t * bn:(t + 1) * bn].all(), f"{case}: CTA {bx} leaves key tile {t0 + t} unmasked"
+            kk, vv = (torch.zeros(n * bn, d, dtype=torch.float64) for _ in range(2))  # TMA: zeros past Sk
+            real = min(sk, (t0 + n) * bn) - t0 * bn
+            kk[:real], vv[:real] = k[bb, hk, t0 * bn:t0 * bn + real], v[bb, hk, t0 * bn:t0 * bn + real]
+            scores = (q[bb, heads, pos] @ kk.T).masked_fill(~visible, float("-inf"))  # raw S, as in the kernel
+            row_max = scores.max(dim=-1).values
+            base = torch.where(row_max == float("-inf"), 0.0, row_max * scale * log2e)
+            p = torch.exp2(scores * scale * log2e - base[:, None])
+            nq = bb * groups + hg
+            assert m_ws[nq, sp, r].isnan().all(), f"{case}: partial written twice (CTA {bx})"
+            m_ws[nq, sp, r], l_ws[nq, sp, r], acc_ws[nq, sp, r] = row_max * scale * log2e, p.sum(-1), p @ vv
+            no_key_rows += int((row_max == float("-inf")).sum())
+        assert not m_ws.isnan().any() and not acc_ws.isnan().any(), f"{case}: partials no CTA wrote"
+        # the combine kernel's formula, per output row (n, r)
+        w = torch.exp2(m_ws - m_ws.max(dim=1, keepdim=True).values)
+        merged = (w[..., None] * acc_ws).sum(1) / (w * l_ws).sum(1)[..., None]  # (B * groups, rows, D)
+        out = merged.reshape(b, groups, gp, s, d).reshape(b, h, s, d)
+        torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-9, msg=lambda m: f"{case} chunk {chunk_tiles}: {m}")
+    assert empty_chunks and no_key_rows  # the causal cases reach both corners
 
 
 def test_limits_name_the_fallback_kernels():

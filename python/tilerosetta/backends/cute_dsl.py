@@ -12,7 +12,10 @@ memory-bound ops, "wgmma" (TMA + warpgroup MMA, fp16/bf16 with 16-byte row strid
 else) for matmul / bmm, "wgmma_d64" / "wgmma_d128" (TMA + wgmma) or "d64" / "d128" (SIMT) for attention,
 the head dim compiled in; attention's config knob WGMMA (1 by default) can send a call to the SIMT kernel,
 and TILEROSETTA_CUTE_DSL_ATTENTION=simt / =simple take every call to the SIMT kernel / the wgmma kernel's
-simple form (PIPE=0, PACK=0): GPU diagnosis switches that need no code change.
+simple form (PIPE=0, PACK=0): GPU diagnosis switches that need no code change. An attention call whose
+CTAs cannot fill the SMs (decode at small batch) compiles the wgmma kernel's split-KV form (SPLIT=1) and is
+launched with its attention_plan.Split, which sizes the fp32 partials allocated per call on torch's current
+stream (kernels/cute_dsl/attention_plan.py; config SPLIT_MIN_BLOCKS=0 turns it off).
 
 The runtime is optional and large (~260 MB unpacked): CI does not install it, and the backend is then
 unavailable with that reason. Where it imports but no GPU is visible, the kernels still compile
@@ -29,8 +32,9 @@ import time
 
 import torch
 
-from tilerosetta.backends.base import Backend
+from tilerosetta.backends.base import H200_SM_COUNT, Backend, sm_count
 from tilerosetta.kernels.cute_dsl import FORCE_ATTENTION_ENV, KERNEL_MODULES, MISSING, kernel_module, variant_of
+from tilerosetta.kernels.cute_dsl import attention_plan
 from tilerosetta.kernels.cute_dsl import config as cfgmod
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -54,18 +58,30 @@ def target_arch(major: int, minor: int) -> str:
     return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
 
 
-def specialization(op: str, dtype: torch.dtype, variant: str, dims: dict, cfg: dict) -> dict:
+def attention_schedule(variant: str, dims: dict, cfg: dict,
+                       sms: int = H200_SM_COUNT) -> tuple[dict, attention_plan.Split | None]:
+    """(compiled config, split) of an attention call. The SIMT kernel has no knobs: {} whatever the config
+    says, never split. The wgmma kernel: its simple form (PIPE=0: the simple loop, PACK=0: one query head per
+    CTA) whatever the config says when TILEROSETTA_CUTE_DSL_ATTENTION=simple; then SPLIT=1 and split = the
+    attention_plan.Split when the plan splits the keys (too few CTAs for `sms` SMs), else split = None and
+    the config as it was, so an unsplit call compiles exactly the kernel it did before split-KV existed.
+    SPLIT_MIN_BLOCKS is host-side (it sizes the chunks): it is not compiled in."""
+    if not variant.startswith("wgmma"):
+        return {}, None
+    if os.environ.get(FORCE_ATTENTION_ENV) == "simple":
+        cfg = {**cfg, "PIPE": 0, "PACK": 0}
+    split = attention_plan.split_of(dims, cfg, sms)
+    compiled = {k: v for k, v in cfg.items() if k != "SPLIT_MIN_BLOCKS"}
+    return ({**compiled, "SPLIT": 1} if split else compiled), split
+
+
+def specialization(op: str, dtype: torch.dtype, variant: str, dims: dict, cfg: dict,
+                   sms: int = H200_SM_COUNT) -> dict:
     """The config a call compiles with: the tile config plus, for a row op, how many vectors of its row each
     thread keeps in registers (config.resident_chunks; a compile-time constant derived from N, not a knob).
-    Attention's SIMT kernel has no knobs: it compiles with {} whatever the config says; its wgmma kernel
-    takes its simple form (PIPE=0: the simple loop, PACK=0: one query head per CTA) whatever the config says
-    when TILEROSETTA_CUTE_DSL_ATTENTION=simple."""
+    Attention: attention_schedule's (SIMT: {}; wgmma: the simple-form override and the split-KV form)."""
     if op == "attention":
-        if not variant.startswith("wgmma"):
-            return {}
-        if os.environ.get(FORCE_ATTENTION_ENV) == "simple":
-            return {**cfg, "PIPE": 0, "PACK": 0}
-        return dict(cfg)
+        return attention_schedule(variant, dims, cfg, sms)[0]
     if op not in cfgmod.ROW_OPS:
         return dict(cfg)
     vec = 16 // torch.empty((), dtype=dtype).element_size() if variant == "vec" else 1
@@ -170,10 +186,15 @@ class CuteDslBackend(Backend):
             dims = spec.dims_of(tensors[:n_tensors])
             tile_cfg = self.config_for(op, dtype, dims)
             variant = variant_of(op, tensors[:n_tensors], tile_cfg)
-            cfg = specialization(op, dtype, variant, dims, tile_cfg)
+            extra = {}
+            if op == "attention":  # the split-KV plan rides with the call: launch sizes the workspaces with it
+                cfg, split = attention_schedule(variant, dims, tile_cfg, sm_count(device=tensors[0].device))
+                extra = {"split": split} if split else {}
+            else:
+                cfg = specialization(op, dtype, variant, dims, tile_cfg)
             compiled = self.compiled(op, dtype, variant, cfg, self._arch_of(tensors[0].device))
             with torch.cuda.device(tensors[0].device):  # TVM-FFI launches on this device's current stream
-                kernel_module(op).launch(compiled, *(_compact(t) for t in tensors), **params)
+                kernel_module(op).launch(compiled, *(_compact(t) for t in tensors), **params, **extra)
 
         fn.__name__ = op
         return fn

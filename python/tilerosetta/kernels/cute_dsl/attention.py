@@ -29,7 +29,7 @@ import math
 import cutlass
 import cutlass.cute as cute
 
-from tilerosetta.kernels.cute_dsl import common
+from tilerosetta.kernels.cute_dsl import attention_plan, common
 
 ROWS = 8  # query rows (warps) per CTA
 BKV = 32  # keys per shared-memory tile: one per lane when scoring
@@ -150,6 +150,12 @@ def build(dtype, variant, cfg):
     return attention, (q, k, v, out, cutlass.Int32(0), cutlass.Float32(1.0), common.stream(), d)
 
 
-def launch(compiled, q, k, v, out, causal=False, scale=None):
+def launch(compiled, q, k, v, out, causal=False, scale=None, split=None):
+    """split: None (one kernel) or the attention_plan.Split of the split-KV form, whose compiled function also
+    takes the partials' workspaces and the chunk's key tiles."""
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    compiled(q, k, v, out, int(bool(causal)), float(scale) * LOG2E)
+    if split is None:
+        compiled(q, k, v, out, int(bool(causal)), float(scale) * LOG2E)
+        return
+    compiled(q, k, v, out, *attention_plan.workspaces(q, k, split), int(bool(causal)), float(scale) * LOG2E,
+             split.chunk_tiles)

@@ -46,11 +46,25 @@ Two main loops, chosen at compile time by the config knob PIPE:
 
 CTAs walk the query tiles of a head group from the last one down, so causal CTAs with the most keys start
 first.
+
+Split-KV (flash-decoding; when and how many: attention_plan.py): when a call's CTAs cannot fill the SMs
+(decode at B=1: B * Hkv = 8), attention_wgmma_split launches n_split CTAs per (query tile, head group,
+batch), split fastest; CTA split s loads only the key tiles of chunk s (chunk_tiles tiles from
+s * chunk_tiles, cut at the causal limit of its rows) and stores fp32 partials instead of O / l: m = row max
+* scale * log2 e (the exponent base of its P), l and the unnormalised O. A second, small kernel
+(_combine_kernel: one warp per output row) merges them on the same stream. Why a second kernel and not the
+last-arriving CTA: the merge would need an arrival counter per tile that is zero before every call (a
+memset or a self-resetting counter, inside CUDA graphs too) and release/acquire fences between the partial
+stores and the last CTA's reads, which no CPU check here can exercise; the combine's cost is one launch and
+n_split * rows * D * 4 bytes read (512 KB at B=1, Sk=4096), next to 16 MB of K/V. Both kernels trace the
+same CTA body (_cta); the unsplit kernel's trace is unchanged by it (same PTX and SASS as before split-KV).
 """
 
 from __future__ import annotations
 
 import math
+
+import torch
 
 import cutlass
 import cutlass.cute as cute
@@ -107,6 +121,20 @@ def key_tiles(sk, bn, causal, max_pos, shift):
     n_all = (sk + bn - 1) // bn
     n_causal = cutlass.max(cutlass.min(n_all, (max_pos + shift) // bn + 1), 1)
     return n_all + causal * (n_causal - n_all)
+
+
+def split_coords(bx, n_split):
+    """(split, unsplit CTA index) of CTA bx of the split kernel: a CTA's n_split chunks are adjacent."""
+    return bx % n_split, bx // n_split
+
+
+def chunk_of(n_tiles, split, chunk_tiles):
+    """(first key tile, key tiles) a split CTA loads: its chunk's tiles among the n_tiles its rows need.
+    A chunk past the causal limit of every row of the CTA still loads one tile (its first, which exists:
+    chunks start below Sk) and masks all of it: its rows keep m = -inf, l = 0, O = 0 and weigh 0 in the
+    combine, and the loop needs no zero-trip form (the pipelined one starts on tile 0 unconditionally)."""
+    t0 = split * chunk_tiles
+    return t0, cutlass.max(cutlass.min(n_tiles - t0, chunk_tiles), 1)
 
 
 def _max(a, b):
@@ -175,14 +203,18 @@ def _rescale(acc_o: cute.Tensor, corr: cute.Tensor):
         acc_o[i] = acc_o[i] * corr[(i // 2) % 2]
 
 
-@cute.kernel
-def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ: cute.Tensor,
-                            tma_k: cute.CopyAtom, mK: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
-                            mO: cute.Tensor, sq: cutlass.Int32, q_layout: cute.ComposedLayout, k_layout: cute.ComposedLayout,
-                            v_layout: cute.ComposedLayout, causal: cutlass.Int32, scale_log2: cutlass.Float32,
-                            bm_: cutlass.Constexpr, bn_: cutlass.Constexpr, d: cutlass.Constexpr,
-                            stages: cutlass.Constexpr, pipelined: cutlass.Constexpr, q_bytes: cutlass.Constexpr,
-                            kv_bytes: cutlass.Constexpr):
+@cute.jit
+def _cta(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_k: cute.CopyAtom,
+         mK: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor, mO: cute.Tensor, sq: cutlass.Int32,
+         q_layout: cute.ComposedLayout, k_layout: cute.ComposedLayout, v_layout: cute.ComposedLayout,
+         causal: cutlass.Int32, scale_log2: cutlass.Float32, bm_: cutlass.Constexpr, bn_: cutlass.Constexpr,
+         d: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr, q_bytes: cutlass.Constexpr,
+         kv_bytes: cutlass.Constexpr, split: cutlass.Constexpr, mM, mL, mAcc, chunk_tiles):
+    """One CTA of either kernel (traced inline into each). split=False: the unsplit kernel, every key tile
+    its rows need, O / l stored to mO (mM, mL, mAcc, chunk_tiles unused: None). split=True: the CTA's key
+    tiles are one chunk of chunk_tiles tiles, and its partials go to the workspaces mM, mL (B * groups,
+    n_split, rows) and mAcc (B * groups, n_split, rows, D), fp32: m in log2 units (row max * scale_log2,
+    -inf for a row that saw no key), the row sum l and the unnormalised O."""
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
     warp, lane = tidx // 32, tidx % 32
@@ -193,6 +225,8 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
     rows, groups = cute.size(mO, mode=[0]), cute.size(mO, mode=[2])
     sk, kv_heads = cute.size(mK, mode=[0]), cute.size(mK, mode=[2])
     m_tiles = cute.ceil_div(rows, bm_)
+    if cutlass.const_expr(split):
+        sp, bx = split_coords(bx, cute.size(mM, mode=[1]))
     mt, hg, b = cta_coords(bx, m_tiles, groups)
     gp = rows // sq  # heads per group: H / Hkv when packed, else 1
     hk = kv_head(hg, gp, groups * gp, kv_heads)
@@ -200,6 +234,9 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
     shift = sk - sq  # causal: query position i sees keys j <= i + shift
     min_pos, max_pos = query_span(m0, bm_, rows, sq)
     n_tiles = key_tiles(sk, bn_, causal, max_pos, shift)
+    t0 = 0  # the first key tile (a split's chunk start); tile j of the loops is key tile t0 + j
+    if cutlass.const_expr(split):
+        t0, n_tiles = chunk_of(n_tiles, sp, chunk_tiles)
 
     # ---- shared memory: Q, the K and V rings (swizzled as wgmma's descriptors expect), the barriers
     smem = cutlass.memory.SmemAllocator()
@@ -240,7 +277,7 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
         # the simple loop refills a stage at the top of the iteration after its release, the pipelined
         # one at the end of the iteration that releases it: it starts with every stage in flight
         for j in range(cutlass.min(stages if pipelined else stages - 1, n_tiles)):
-            _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + j, j, j, kv_bytes)
+            _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + j, _tile(t0, j), j, kv_bytes)
 
     # ---- the MMA views: descriptors over Q and every stage of K and V; S, P and O in registers
     thr_qk, thr_pv = qk_mma.get_slice(tidx), pv_mma.get_slice(tidx)
@@ -275,7 +312,8 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
             if warp == 0 and nt < n_tiles:
                 if nt >= stages:
                     cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
-                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + nt % stages, nt, nt % stages, kv_bytes)
+                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + nt % stages, _tile(t0, nt), nt % stages,
+                         kv_bytes)
             cute.arch.mbarrier_wait(full + s, (j // stages) % 2)
 
             # 1. S = Q Kᵀ
@@ -286,8 +324,8 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
             warpgroup.commit_group()
             warpgroup.wait_group(0)
             # 2. mask, online softmax: S -> P (fp32), O rescaled, P converted into the A registers
-            _online_softmax(acc_s, row_max, row_sum, corr, tScS, pos, j * bn_, min_pos, sk, shift, causal,
-                            scale_log2, bn_)
+            _online_softmax(acc_s, row_max, row_sum, corr, tScS, pos, _tile(t0, j) * bn_, min_pos, sk, shift,
+                            causal, scale_log2, bn_)
             _rescale(acc_o, corr)
             tOrP_as_s.store(acc_s.load().to(dtype))
             # 3. O += P V
@@ -314,8 +352,8 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
             cute.gemm(qk_mma, acc_s, tSrQ[None, None, kb, 0], tSrK[None, None, kb, 0], acc_s)
         warpgroup.commit_group()
         warpgroup.wait_group(0)
-        _online_softmax(acc_s, row_max, row_sum, corr, tScS, pos, 0, min_pos, sk, shift, causal, scale_log2,
-                        bn_)
+        _online_softmax(acc_s, row_max, row_sum, corr, tScS, pos, t0 * bn_, min_pos, sk, shift, causal,
+                        scale_log2, bn_)
         for j in range(n_tiles):
             s = j % stages
             jn = cutlass.min(j + 1, n_tiles - 1)
@@ -334,8 +372,8 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
             warpgroup.commit_group()
             warpgroup.wait_group(1)  # the scores of tile j + 1 are in (P(j) V may still run)
             if j + 1 < n_tiles:
-                _online_softmax(acc_n, row_max, row_sum, corr, tScS, pos, (j + 1) * bn_, min_pos, sk, shift,
-                                causal, scale_log2, bn_)
+                _online_softmax(acc_n, row_max, row_sum, corr, tScS, pos, _tile(t0, j + 1) * bn_, min_pos, sk,
+                                shift, causal, scale_log2, bn_)
                 acc_s.store(acc_n.load())
             warpgroup.wait_group(0)  # P(j) V done: stage s is free
             if lane == 0:
@@ -343,31 +381,108 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
             nt = j + stages  # producer warp: tile j + STAGES into stage s once every warp released it
             if warp == 0 and nt < n_tiles:
                 cute.arch.mbarrier_wait(empty + s, (j // stages) % 2)
-                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + s, nt, s, kv_bytes)
+                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + s, _tile(t0, nt), s, kv_bytes)
 
-    # ---- epilogue: O / l, bounds-checked store of the real rows (pairs of adjacent columns: 32-bit stores)
-    inv = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
-    for r in cutlass.range_constexpr(2):
-        total = cute.arch.warp_reduction(row_sum[r], _add, threads_in_group=4)
-        inv[r] = cutlass.Float32(1.0) / total
-    gO = cute.local_tile(mO[None, None, hg, b], (bm_, d), (mt, 0))
-    tOgO = thr_pv.partition_C(gO)
     tOcO = thr_pv.partition_C(cute.make_identity_tensor((bm_, d)))
-    for i in cutlass.range_constexpr(0, cute.size(acc_o), 2):
-        row, _ = tOcO[i]
-        if m0 + row < rows:
-            r = (i // 2) % 2
-            tOgO[i] = (acc_o[i] * inv[r]).to(dtype)
-            tOgO[i + 1] = (acc_o[i + 1] * inv[r]).to(dtype)
+    if cutlass.const_expr(split):
+        # ---- split epilogue: the partials of the real rows, fp32 (one quad's first lane stores m and l)
+        n = b * groups + hg
+        for r in cutlass.range_constexpr(2):
+            total = cute.arch.warp_reduction(row_sum[r], _add, threads_in_group=4)
+            row, _ = tOcO[2 * r]
+            if lane % 4 == 0 and m0 + row < rows:
+                mM[n, sp, m0 + row] = row_max[r] * scale_log2  # -inf stays -inf: weight 0 in the combine
+                mL[n, sp, m0 + row] = total
+        tOgA = thr_pv.partition_C(cute.local_tile(mAcc[n, sp, None, None], (bm_, d), (mt, 0)))
+        for i in cutlass.range_constexpr(0, cute.size(acc_o), 2):
+            row, _ = tOcO[i]
+            if m0 + row < rows:
+                tOgA[i] = acc_o[i]
+                tOgA[i + 1] = acc_o[i + 1]
+    else:
+        # ---- epilogue: O / l, bounds-checked store of the real rows (pairs of adjacent columns: 32-bit stores)
+        inv = cute.make_rmem_tensor(cute.make_layout(2), cutlass.Float32)
+        for r in cutlass.range_constexpr(2):
+            total = cute.arch.warp_reduction(row_sum[r], _add, threads_in_group=4)
+            inv[r] = cutlass.Float32(1.0) / total
+        gO = cute.local_tile(mO[None, None, hg, b], (bm_, d), (mt, 0))
+        tOgO = thr_pv.partition_C(gO)
+        for i in cutlass.range_constexpr(0, cute.size(acc_o), 2):
+            row, _ = tOcO[i]
+            if m0 + row < rows:
+                r = (i // 2) % 2
+                tOgO[i] = (acc_o[i] * inv[r]).to(dtype)
+                tOgO[i + 1] = (acc_o[i + 1] * inv[r]).to(dtype)
 
 
-@cute.jit
-def attention_wgmma(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, causal: cutlass.Int32,
-                    scale_log2: cutlass.Float32, stream, d: cutlass.Constexpr, bm_: cutlass.Constexpr,
-                    bn_: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr,
-                    pack: cutlass.Constexpr):
-    # torch's row-major (B, H, S, D) as TMA coordinate tensors: q, k (S, D, H, B) K-major operands of
-    # Q Kᵀ; v (D, Sk, Hkv, B), D-contiguous = the N-major B operand of P V
+def _tile(t0, j):
+    """Key tile j of a CTA's range that starts at key tile t0 (the unsplit kernel: t0 = 0, j itself, so
+    its trace holds no extra add)."""
+    return j if isinstance(t0, int) and t0 == 0 else t0 + j
+
+
+@cute.kernel
+def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ: cute.Tensor,
+                            tma_k: cute.CopyAtom, mK: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
+                            mO: cute.Tensor, sq: cutlass.Int32, q_layout: cute.ComposedLayout, k_layout: cute.ComposedLayout,
+                            v_layout: cute.ComposedLayout, causal: cutlass.Int32, scale_log2: cutlass.Float32,
+                            bm_: cutlass.Constexpr, bn_: cutlass.Constexpr, d: cutlass.Constexpr,
+                            stages: cutlass.Constexpr, pipelined: cutlass.Constexpr, q_bytes: cutlass.Constexpr,
+                            kv_bytes: cutlass.Constexpr):
+    _cta(qk_mma, pv_mma, tma_q, mQ, tma_k, mK, tma_v, mV, mO, sq, q_layout, k_layout, v_layout, causal, scale_log2,
+         bm_, bn_, d, stages, pipelined, q_bytes, kv_bytes, False, None, None, None, None)
+
+
+@cute.kernel
+def _attention_wgmma_split_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom,
+                                  mQ: cute.Tensor, tma_k: cute.CopyAtom, mK: cute.Tensor, tma_v: cute.CopyAtom,
+                                  mV: cute.Tensor, mO: cute.Tensor, sq: cutlass.Int32, q_layout: cute.ComposedLayout,
+                                  k_layout: cute.ComposedLayout, v_layout: cute.ComposedLayout, causal: cutlass.Int32,
+                                  scale_log2: cutlass.Float32, mM: cute.Tensor, mL: cute.Tensor, mAcc: cute.Tensor,
+                                  chunk_tiles: cutlass.Int32, bm_: cutlass.Constexpr, bn_: cutlass.Constexpr,
+                                  d: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr,
+                                  q_bytes: cutlass.Constexpr, kv_bytes: cutlass.Constexpr):
+    _cta(qk_mma, pv_mma, tma_q, mQ, tma_k, mK, tma_v, mV, mO, sq, q_layout, k_layout, v_layout, causal, scale_log2,
+         bm_, bn_, d, stages, pipelined, q_bytes, kv_bytes, True, mM, mL, mAcc, chunk_tiles)
+
+
+COMBINE_WARPS = 4  # output rows per combine CTA: one warp per row
+
+
+@cute.kernel
+def _combine_kernel(mM: cute.Tensor, mL: cute.Tensor, mAcc: cute.Tensor, mO: cute.Tensor, d: cutlass.Constexpr):
+    """out row = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s, M = max_s m_s, for the row (n, r) of warp w
+    of CTA bx: n * rows + r = bx * COMBINE_WARPS + w. Lane t holds the D / 32 adjacent columns from
+    t * D / 32 (one vector load of each split's fp32 O, one vector store). Split 0 holds key 0, which every
+    row sees: M is finite, and a split whose row saw no key (m = -inf) weighs exp2(-inf) = 0."""
+    tidx, _, _ = cute.arch.thread_idx()
+    bx, _, _ = cute.arch.block_idx()
+    warp, lane = tidx // 32, tidx % 32
+    vec = d // 32
+    nq, n_split, rows = cute.size(mM, mode=[0]), cute.size(mM, mode=[1]), cute.size(mM, mode=[2])
+    groups = cute.size(mO, mode=[2])
+    g = bx * COMBINE_WARPS + warp
+    if g < nq * rows:
+        n, r = g // rows, g % rows
+        mx = cutlass.Float32(-math.inf)
+        for s in range(n_split):
+            mx = _max(mx, mM[n, s, r])
+        total = cutlass.Float32(0.0)
+        acc = cute.make_rmem_tensor(cute.make_layout(vec), cutlass.Float32)
+        acc.fill(0.0)
+        for s in range(n_split):
+            w = cute.math.exp2(mM[n, s, r] - mx, fastmath=True)
+            total = total + w * mL[n, s, r]
+            part = cute.local_tile(mAcc[n, s, r, None], (vec,), (lane,))
+            acc.store(acc.load() + w * part.load())
+        dst = cute.local_tile(mO[r, None, n % groups, n // groups], (vec,), (lane,))
+        dst.store((acc.load() / total).to(mO.element_type))
+
+
+def _operands(q, k, v, out, d, bm_, bn_, stages, pack):
+    """What both host functions hand their kernel: torch's row-major (B, H, S, D) as TMA coordinate tensors
+    (q, k (S, D, H, B) K-major operands of Q Kᵀ; v (D, Sk, Hkv, B), D-contiguous = the N-major B operand of
+    P V), the output view, the two MMAs, the shared-memory layouts, the TMA atoms and their byte counts."""
     batch, heads, sq = cute.size(q, mode=[0]), cute.size(q, mode=[1]), cute.size(q, mode=[2])
     gp = heads // cute.size(k, mode=[1]) if pack else 1  # query heads per CTA row block
     qs, os_ = q.layout.stride, out.layout.stride
@@ -388,17 +503,56 @@ def attention_wgmma(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Te
     tma_v, tma_mV = cpasync.make_tiled_tma_atom(op, mV, cute.slice_(v_layout, (None, None, 0)), (d, bn_))
     q_bytes = bm_ * d * dtype.width // 8
     kv_bytes = 2 * bn_ * d * dtype.width // 8
+    grid_x = cute.ceil_div(gp * sq, bm_) * (heads // gp) * batch  # unsplit CTAs
+    return (qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, mO, sq, q_layout, k_layout, v_layout,
+            q_bytes, kv_bytes, grid_x)
+
+
+@cute.jit
+def attention_wgmma(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, causal: cutlass.Int32,
+                    scale_log2: cutlass.Float32, stream, d: cutlass.Constexpr, bm_: cutlass.Constexpr,
+                    bn_: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr,
+                    pack: cutlass.Constexpr):
+    (qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, mO, sq, q_layout, k_layout, v_layout, q_bytes,
+     kv_bytes, grid_x) = _operands(q, k, v, out, d, bm_, bn_, stages, pack)
     _attention_wgmma_kernel(qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, mO, sq, q_layout, k_layout,
                             v_layout, causal, scale_log2, bm_, bn_, d, stages, pipelined, q_bytes,
-                            kv_bytes).launch(
-        grid=[cute.ceil_div(gp * sq, bm_) * (heads // gp) * batch, 1, 1], block=[cute.size(qk_mma), 1, 1], stream=stream)
+                            kv_bytes).launch(grid=[grid_x, 1, 1], block=[cute.size(qk_mma), 1, 1], stream=stream)
+
+
+@cute.jit
+def attention_wgmma_split(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, m_ws: cute.Tensor,
+                          l_ws: cute.Tensor, acc_ws: cute.Tensor, causal: cutlass.Int32, scale_log2: cutlass.Float32,
+                          chunk_tiles: cutlass.Int32, stream, d: cutlass.Constexpr, bm_: cutlass.Constexpr,
+                          bn_: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr,
+                          pack: cutlass.Constexpr):
+    """Split-KV (attention_plan.py): n_split = m_ws's extent 1 CTAs per unsplit CTA, each over chunk_tiles
+    key tiles, writing the partials m_ws, l_ws (B * groups, n_split, rows) and acc_ws (.., D); then the
+    combine kernel, on the same stream, writes out."""
+    (qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, mO, sq, q_layout, k_layout, v_layout, q_bytes,
+     kv_bytes, grid_x) = _operands(q, k, v, out, d, bm_, bn_, stages, pack)
+    n_split = cute.size(m_ws, mode=[1])
+    _attention_wgmma_split_kernel(qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, mO, sq, q_layout,
+                                  k_layout, v_layout, causal, scale_log2, m_ws, l_ws, acc_ws, chunk_tiles, bm_, bn_, d,
+                                  stages, pipelined, q_bytes, kv_bytes).launch(
+        grid=[grid_x * n_split, 1, 1], block=[cute.size(qk_mma), 1, 1], stream=stream)
+    rows_all = cute.size(m_ws, mode=[0]) * cute.size(m_ws, mode=[2])
+    _combine_kernel(m_ws, l_ws, acc_ws, mO, d).launch(grid=[cute.ceil_div(rows_all, COMBINE_WARPS), 1, 1],
+                                                      block=[32 * COMBINE_WARPS, 1, 1], stream=stream)
 
 
 def build(dtype, d: int, cfg: dict):
     """(jit function, fake args): q, k, v 16-byte aligned (what TMA needs; TVM-FFI refuses a tensor that
-    breaks it), every extent but D symbolic."""
+    breaks it), every extent but D symbolic. cfg SPLIT=1: the split-KV form, with the fp32 workspaces
+    (their base 16-byte aligned: the combine reads D / 32 columns of O per lane as one vector)."""
     b, h, hkv, sq, sk = (common.sym() for _ in range(5))
     q, out = (common.fake(dtype, (b, h, sq, d), ALIGN_ELEMS) for _ in range(2))
     k, v = common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS), common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS)
-    return attention_wgmma, (q, k, v, out, cutlass.Int32(0), cutlass.Float32(1.0), common.stream(), d, cfg["BM"],
-                             cfg["BN"], cfg["STAGES"], bool(cfg.get("PIPE", 0)), bool(cfg.get("PACK", 0)))
+    knobs = (d, cfg["BM"], cfg["BN"], cfg["STAGES"], bool(cfg.get("PIPE", 0)), bool(cfg.get("PACK", 0)))
+    if cfg.get("SPLIT"):
+        nq, n_split, rows = (common.sym() for _ in range(3))
+        m_ws, l_ws = (common.fake(torch.float32, (nq, n_split, rows), 1) for _ in range(2))
+        acc_ws = common.fake(torch.float32, (nq, n_split, rows, d), 4)
+        return attention_wgmma_split, (q, k, v, out, m_ws, l_ws, acc_ws, cutlass.Int32(0), cutlass.Float32(1.0),
+                                       cutlass.Int32(1), common.stream(), *knobs)
+    return attention_wgmma, (q, k, v, out, cutlass.Int32(0), cutlass.Float32(1.0), common.stream(), *knobs)

@@ -8,6 +8,8 @@ Knobs:
   TILE           square tile edge of transpose (staged through shared memory)
   BM, BN         C tile of a CTA in the Hopper GEMM (matmul, bmm: gemm_wgmma.py); BM / 64 warpgroups
   STAGES         depth of that GEMM's TMA -> shared-memory ring (each stage (BM + BN) x 64 halves)
+  WS             1: that GEMM warp-specialised (a producer warpgroup issues the TMA loads, the BM / 64 consumer
+                 warpgroups only run wgmmas); 0 (the default): warp 0 is also the producer
   (the SIMT GEMM that fp32 and unaligned shapes take has a fixed 64 x 64 x 16 tile: no knobs)
   attention (attention_wgmma.py):
   WGMMA          1: the TMA + wgmma kernel for calls it can take; 0: the SIMT kernel (attention.py) always
@@ -17,6 +19,8 @@ Knobs:
                  accumulator, ~230-248 registers); 0: the simple loop, each step waited for in full (126-166)
   PACK           1: a CTA's query rows are those of the H / Hkv query heads sharing one K/V head (decode: their
                  single rows in one tile, each K/V tile loaded once for all of them); 0: one query head per CTA
+  SPLIT_MIN_BLOCKS  split-KV (attention_plan.py): key tiles per chunk at least when a call's CTAs are too few
+                 for the SMs; 0: never split. Host-side only: not part of the compiled specialization
 
 Not a knob but part of a row op's compiled specialization: CHUNKS (`resident_chunks`), how many vectors of
 its row each thread keeps in registers between the reduction and the write (one read of x from memory);
@@ -72,8 +76,10 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
         # else two. 128 x 128 score tiles (64 fp32 per thread) in both cases
         # pipelined loop, 3 stages: tile j + STAGES is loaded once tile j is done, a whole step ahead of use
         rows = dims.get("S", 1) * (dims.get("H", 1) // dims.get("Hkv", dims.get("H", 1)))
+        # split-KV chunks of at least two key tiles: decode at B=1 (Llama 3.1 8B, Sk=4096) becomes 8 x 16 CTAs,
+        # one wave of two pipelined tiles each (one tile per chunk would take two waves of one tile)
         return {"WGMMA": 1, "BM": 64 if rows <= 64 else 128, "BN": 128, "STAGES": 3, "PIPE": 1,
-                "PACK": 1}
+                "PACK": 1, "SPLIT_MIN_BLOCKS": 2}
     return {}
 
 
@@ -101,11 +107,16 @@ def config_space(op: str, dtype: str) -> list[dict]:
     if op == "transpose":
         return [{"TILE": t} for t in (32, 64)]
     if op in GEMM_OPS:
+        # each tile plain ({BM, BN, STAGES}, as the default) and warp-specialised (WS=1)
         return [c for bm in (64, 128) for bn in (64, 128, 256) for st in (2, 3, 4, 5, 6)
-                if gemm_smem_bytes(c := {"BM": bm, "BN": bn, "STAGES": st}) <= SMEM_LIMIT]
+                for c in ({"BM": bm, "BN": bn, "STAGES": st}, {"BM": bm, "BN": bn, "STAGES": st, "WS": 1})
+                if gemm_smem_bytes(c) <= SMEM_LIMIT]
     if op == "attention":
-        return [{"WGMMA": 1, "BM": bm, "BN": bn, "STAGES": st, "PIPE": pipe, "PACK": pack} for bm in (64, 128)
-                for bn in (64, 128) for st in (2, 3) for pipe in (1, 0) for pack in (1, 0)] + [{"WGMMA": 0}]
+        # the split's chunk size only where splits happen (few CTAs: decode, BM=64 packed); it is host-side,
+        # so these configs share their compiles
+        return [{"WGMMA": 1, "BM": bm, "BN": bn, "STAGES": st, "PIPE": pipe, "PACK": pack, "SPLIT_MIN_BLOCKS": sp}
+                for bm in (64, 128) for bn in (64, 128) for st in (2, 3) for pipe in (1, 0) for pack in (1, 0)
+                for sp in ((1, 2, 4) if bm == 64 and pack else (2,))] + [{"WGMMA": 0}]
     return []
 
 
@@ -124,6 +135,8 @@ def check_config(op: str, config: dict) -> None:
     if 32 * config.get("WARPS_PER_ROW", 1) * config.get("ROWS", 1) > MAX_THREADS:
         raise ValueError(f"cute_dsl.{op}: WARPS_PER_ROW*ROWS={config['WARPS_PER_ROW'] * config['ROWS']} warps "
                          f"exceed {MAX_THREADS // 32} per CTA")
+    if op in GEMM_OPS and (config.get("WS", 0) not in (0, 1) or isinstance(config.get("WS"), bool)):
+        raise ValueError(f"cute_dsl.{op}: WS={config['WS']!r} must be 1 (a producer warpgroup) or 0 (warp 0 produces)")
     if op in GEMM_OPS and set(config) >= {"BM", "BN", "STAGES"}:
         if config["BM"] not in (64, 128) or config["BN"] not in (64, 128, 256):
             raise ValueError(f"cute_dsl.{op}: BM={config['BM']} must be 64 or 128 (warpgroups of 64 rows), "
@@ -138,6 +151,10 @@ def check_config(op: str, config: dict) -> None:
                                 "in one tile", "one query head per CTA")):
             if config.get(knob, 1) not in (0, 1) or isinstance(config.get(knob), bool):
                 raise ValueError(f"cute_dsl.{op}: {knob}={config[knob]!r} must be 1 ({one}) or 0 ({zero})")
+        sp = config.get("SPLIT_MIN_BLOCKS", 0)
+        if not isinstance(sp, int) or isinstance(sp, bool) or sp < 0:
+            raise ValueError(f"cute_dsl.{op}: SPLIT_MIN_BLOCKS={sp!r} must be an int >= 0 (key tiles per split-KV "
+                             f"chunk at least; 0: never split)")
         if config.get("BM", 64) not in (64, 128) or config.get("BN", 64) not in (64, 128):
             raise ValueError(f"cute_dsl.{op}: BM={config.get('BM')} (warpgroups of 64 query rows) and "
                              f"BN={config.get('BN')} (keys per step) must each be 64 or 128")

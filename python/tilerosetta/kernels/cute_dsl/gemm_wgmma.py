@@ -18,6 +18,15 @@ in order:
 Tile kt is the (kt // STAGES)-th use of stage kt % STAGES, so it waits for that completion's parity.
 One wgmma group stays in flight (wait_group(1)): tile kt's MMAs overlap the wait for tile kt + 1, and the
 stage of tile kt - 1 is released once its group has retired.
+
+Warp-specialised form (config WS=1): one more warpgroup, the producer, after the BM / 64 consumer ones. Its
+first warp issues every TMA load (waiting on each stage's empty barrier before refilling it), its other
+three warps do nothing; the consumers only wait on full barriers, run the wgmmas and release stages. So no
+consumer warp stops between its MMAs to refill the ring (in the plain form warp 0 waits there for the
+slowest warp's release), at the price of 128 more threads per CTA whose registers are allocated like the
+consumers': the kernel must stay within 65536 / (threads) registers a thread (170 at BM=128: checked on the
+CPU), as no setmaxnreg hands the producer's registers to the consumers yet. WS=0 compiles the plain form
+exactly as before (the same PTX).
 """
 
 from __future__ import annotations
@@ -68,11 +77,11 @@ def _load_stage(tma_a: cute.CopyAtom, tAgA: cute.Tensor, tAsA: cute.Tensor, tma_
 def _gemm_wgmma_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom,
                        mB: cute.Tensor, mC: cute.Tensor, a_layout: cute.ComposedLayout,
                        b_layout: cute.ComposedLayout, bm_: cutlass.Constexpr, bn_: cutlass.Constexpr,
-                       stages: cutlass.Constexpr, tx_bytes: cutlass.Constexpr):
+                       stages: cutlass.Constexpr, tx_bytes: cutlass.Constexpr, ws: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
     warp, lane = tidx // 32, tidx % 32
-    n_warps = cute.size(tiled_mma) // 32
+    n_warps = cute.size(tiled_mma) // 32  # the consumer warps (WS=1: the producer warpgroup's follow them)
     m, n, k = cute.size(mC, mode=[0]), cute.size(mC, mode=[1]), cute.size(mA, mode=[1])
     bm, bn, bl = _tile_of(bx, cute.ceil_div(m, bm_), cute.ceil_div(n, bn_))
     k_tiles = cute.ceil_div(k, BK)
@@ -100,6 +109,30 @@ def _gemm_wgmma_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.
     tBsB, tBgB = cpasync.tma_partition(tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2),
                                        cute.group_modes(gB, 0, 2))
 
+    if cutlass.const_expr(ws):
+        if warp == n_warps:  # the producer warp: every K tile, each stage refilled once its consumers released it
+            for kt in range(k_tiles):
+                s = kt % stages
+                if kt >= stages:
+                    cute.arch.mbarrier_wait(empty + s, (kt // stages + 1) % 2)
+                _load_stage(tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, full + s, kt, s, tx_bytes)
+        if warp < n_warps:
+            _consume(tiled_mma, sA, sB, mC, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, full, empty, tidx, warp, lane, m, n,
+                     bm, bn, bl, k_tiles, bm_, bn_, stages, tx_bytes, False)
+    else:
+        _consume(tiled_mma, sA, sB, mC, tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, full, empty, tidx, warp, lane, m, n, bm,
+                 bn, bl, k_tiles, bm_, bn_, stages, tx_bytes, True)
+
+
+@cute.jit
+def _consume(tiled_mma: cute.TiledMma, sA: cute.Tensor, sB: cute.Tensor, mC: cute.Tensor, tma_a: cute.CopyAtom,
+             tAgA: cute.Tensor, tAsA: cute.Tensor, tma_b: cute.CopyAtom, tBgB: cute.Tensor, tBsB: cute.Tensor, full,
+             empty, tidx: cutlass.Int32, warp: cutlass.Int32, lane: cutlass.Int32, m: cutlass.Int32, n: cutlass.Int32,
+             bm: cutlass.Int32, bn: cutlass.Int32, bl: cutlass.Int32, k_tiles: cutlass.Int32, bm_: cutlass.Constexpr,
+             bn_: cutlass.Constexpr, stages: cutlass.Constexpr, tx_bytes: cutlass.Constexpr,
+             refill: cutlass.Constexpr):
+    """The consumer warps' part (every warp of the plain form): the wgmmas over the ring and the epilogue.
+    refill (the plain form): warp 0 is also the producer (the prologue loads and each refill)."""
     # ---- the MMA view: each thread's accumulators, wgmma descriptors over every stage of sA / sB
     thr_mma = tiled_mma.get_slice(tidx)
     tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # (MMA, MMA_M, MMA_K, stages)
@@ -110,9 +143,10 @@ def _gemm_wgmma_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.
     k_blocks = cute.size(tCrA, mode=[2])  # BK / 16 wgmmas per stage
 
     # ---- prologue: the first STAGES - 1 tiles in flight (their stages are fresh: no empty wait)
-    if warp == 0:
-        for kt in range(cutlass.min(stages - 1, k_tiles)):
-            _load_stage(tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, full + kt, kt, kt, tx_bytes)
+    if cutlass.const_expr(refill):
+        if warp == 0:
+            for kt in range(cutlass.min(stages - 1, k_tiles)):
+                _load_stage(tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, full + kt, kt, kt, tx_bytes)
 
     # ---- mainloop
     for kt in range(k_tiles):
@@ -125,12 +159,13 @@ def _gemm_wgmma_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.
         warpgroup.wait_group(1)  # tile kt - 1's MMAs have retired: release its stage
         if kt > 0 and lane == 0:
             cute.arch.mbarrier_arrive(empty + (kt - 1) % stages)
-        nt = kt + stages - 1  # producer warp: refill the stage tile kt - 1 used
-        if warp == 0 and nt < k_tiles:
-            if nt >= stages:
-                cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
-            _load_stage(tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, full + nt % stages, nt, nt % stages,
-                        tx_bytes)
+        if cutlass.const_expr(refill):
+            nt = kt + stages - 1  # producer warp: refill the stage tile kt - 1 used
+            if warp == 0 and nt < k_tiles:
+                if nt >= stages:
+                    cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
+                _load_stage(tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, full + nt % stages, nt, nt % stages,
+                            tx_bytes)
     warpgroup.wait_group(0)
 
     # ---- epilogue: registers -> global, bounds-checked (c's dtype; fp32 accumulate rounded once)
@@ -148,7 +183,7 @@ def _gemm_wgmma_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.
 
 @cute.jit
 def gemm_wgmma(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream, bm_: cutlass.Constexpr,
-               bn_: cutlass.Constexpr, stages: cutlass.Constexpr):
+               bn_: cutlass.Constexpr, stages: cutlass.Constexpr, ws: cutlass.Constexpr):
     # torch's row-major (L, M, K), (L, K, N), (L, M, N) as CuTe's A (M, K, L), B (N, K, L), C (M, N, L)
     mA = cute.make_tensor(a.iterator, cute.select(a.layout, mode=[1, 2, 0]))
     mB = cute.make_tensor(b.iterator, cute.select(b.layout, mode=[2, 1, 0]))
@@ -165,9 +200,10 @@ def gemm_wgmma(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream, bm_: cutl
     tma_b, tma_mB = cpasync.make_tiled_tma_atom(op, mB, cute.slice_(b_layout, (None, None, 0)), (bn_, BK))
     tx_bytes = (bm_ + bn_) * BK * dtype.width // 8
     m, n, batch = cute.size(mC, mode=[0]), cute.size(mC, mode=[1]), cute.size(mC, mode=[2])
+    threads = cute.size(tiled_mma) + (128 if ws else 0)  # WS=1: the producer warpgroup
     _gemm_wgmma_kernel(tiled_mma, tma_a, tma_mA, tma_b, tma_mB, mC, a_layout, b_layout, bm_, bn_, stages,
-                       tx_bytes).launch(grid=[cute.ceil_div(m, bm_) * cute.ceil_div(n, bn_) * batch, 1, 1],
-                                        block=[cute.size(tiled_mma), 1, 1], stream=stream)
+                       tx_bytes, ws).launch(grid=[cute.ceil_div(m, bm_) * cute.ceil_div(n, bn_) * batch, 1, 1],
+                                            block=[threads, 1, 1], stream=stream)
 
 
 def build(dtype, cfg):
@@ -176,4 +212,4 @@ def build(dtype, cfg):
     batch, m = common.sym(), common.sym()
     n, k = common.sym(ALIGN_ELEMS), common.sym(ALIGN_ELEMS)
     a, b, c = (common.fake(dtype, s, ALIGN_ELEMS) for s in ((batch, m, k), (batch, k, n), (batch, m, n)))
-    return gemm_wgmma, (a, b, c, common.stream(), cfg["BM"], cfg["BN"], cfg["STAGES"])
+    return gemm_wgmma, (a, b, c, common.stream(), cfg["BM"], cfg["BN"], cfg["STAGES"], bool(cfg.get("WS", 0)))
