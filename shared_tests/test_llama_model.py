@@ -223,3 +223,40 @@ def test_batch1_decode_with_cache_compiles_without_graph_breaks(backend):
     for a, b in zip(c_traced["kv"], c_eager["kv"]):
         assert (a.float() - b.float()).abs().max().item() < 1e-2
     assert eager.where["rope(in place)"] == backend
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton", "cutile_py", "tile_cpp", "cutile_rs"])
+def test_batch1_decode_step_replayed_from_a_cuda_graph(backend):
+    """The B=1 decode step (rope in place in qkv, one k|v copy per layer) captured in a CUDA graph, as
+    `tilerosetta e2e` times it: each replay with a new token gives the eager step's logits and cache."""
+    dev = need(backend)
+    if dev != "cuda":
+        pytest.skip(f"CUDA graphs need a GPU ({backend} runs on {dev} here)")
+    model = LlamaModel(CFG, weights(7, dev, torch.bfloat16), backend)
+    model.prepare(16)
+    cache = model.new_cache(1, 16)
+    model(ids(1, 5, seed=10, device=dev), cache)
+    saved = [kv.clone() for kv in cache["kv"]]
+    tok = ids(1, 1, seed=11, device=dev)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up off the capture (compiles, plans, workspace)
+        cache["len"] = 5
+        model(tok, cache, last_only=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    cache["len"] = 5
+    with torch.cuda.graph(graph):
+        logits = model(tok, cache, last_only=True)
+    for seed in (12, 13):
+        for kv, s in zip(cache["kv"], saved):
+            kv.copy_(s)
+        tok.copy_(ids(1, 1, seed=seed, device=dev))
+        graph.replay()
+        ref_cache = {"len": 5, "kv": [s.clone() for s in saved]}
+        ref = model(tok, ref_cache, last_only=True)
+        torch.cuda.synchronize()
+        assert (logits.float() - ref.float()).abs().max().item() < 1e-2, seed
+        for got, want in zip(cache["kv"], ref_cache["kv"]):
+            assert torch.equal(got[:, :, :, :6], want[:, :, :, :6]), seed  # position 5 written by the replay
+    assert model.where["rope(in place)"] == backend and "kv-cache write(in place)" in model.where
