@@ -223,10 +223,20 @@ def _each_case(backend, op_name):
 
 
 def test_declared_inplace_pairs(backend, op_name):
-    spec, _, _, _ = _setup(backend, op_name)
+    spec, case, inputs, outputs = _setup(backend, op_name)
     pairs = _declared_pairs(spec, op_name)
-    for case, inputs, outputs in _each_case(backend, op_name):
-        _run_in_place(spec, case, inputs, outputs, backend.op(op_name), case.params, pairs, "validated")
+    for each, ins, outs in _each_case(backend, op_name):
+        _run_in_place(spec, each, ins, outs, backend.op(op_name), each.params, pairs, "validated")
+    # Repeated: the BoundOp's cached plan lets the very same tensor through without the full check, but a
+    # partial overlap with the same shapes and strides (the same plan key) is still refused.
+    for o, n in pairs:
+        _run_in_place(spec, case, inputs, outputs, backend.op(op_name), case.params, [(o, n)], "repeated")
+        t = inputs[n]
+        buf = torch.empty(2 * t.numel(), dtype=t.dtype, device=t.device)
+        ins = {**inputs, n: _carve(buf, 0, t)}
+        outs = {**outputs, o: buf[t.numel() // 2:t.numel() // 2 + t.numel()].view(t.shape)}
+        with pytest.raises(TileRosettaError, match="partly overlaps"):
+            backend.op(op_name)(*ins.values(), *outs.values(), **case.params)
 
 
 BAD_VALUES = {  # kind -> (value, must be a TypeError) for Param declarations (specs/base.py)
