@@ -153,11 +153,18 @@ def _overlap_calls(spec, inputs, outputs):
                 yield label, o, n, ins, outs
 
 
+def _declared_identical(spec, o, n, ins, outs):
+    """Output o is input n's very memory (same start and shape: "identical", and "same start" where the
+    shapes agree) and the spec declares that pair safe in place: accepted, not refused."""
+    same = outs[o].data_ptr() == ins[n].data_ptr() and outs[o].shape == ins[n].shape
+    return same and n in spec.inplace_ok.get(o, ())
+
+
 def test_output_overlapping_an_input_is_refused(backend, op_name):
     spec, case, inputs, outputs = _setup(backend, op_name)
     tried = 0
     for label, o, n, ins, outs in _overlap_calls(spec, inputs, outputs):
-        if n in spec.inplace_ok.get(o, ()) and label == "identical":
+        if _declared_identical(spec, o, n, ins, outs):
             continue  # declared safe in place: test_declared_inplace_pairs runs it
         before = {k: v.clone() for k, v in ins.items()}
         with pytest.raises(TileRosettaError) as info:
@@ -187,17 +194,49 @@ def test_adjacent_slices_of_one_buffer_are_accepted(backend, op_name):
     _check(spec, case, ins[next(iter(ins))].dtype, ins, outs, "adjacent slices")
 
 
-def test_declared_inplace_pairs(backend, op_name):
-    spec, case, inputs, outputs = _setup(backend, op_name)
+def _declared_pairs(spec, op_name):
     pairs = [(o, n) for o, ns in spec.inplace_ok.items() for n in ns]
     if not pairs:
         pytest.skip(f"{op_name} declares no in-place pair (spec.inplace_ok): every overlap is refused")
+    return pairs
+
+
+def _run_in_place(spec, case, inputs, outputs, fn, params, pairs, how):
+    """Each declared pair run with the output being the input itself, checked against the reference of
+    the untouched inputs."""
     for o, n in pairs:
         ins = {k: v.clone() for k, v in inputs.items()}
         kept = {k: v.clone() for k, v in inputs.items()}
         outs = {**outputs, o: ins[n]}
-        backend.op(op_name)(*ins.values(), *outs.values(), **case.params)
-        _check(spec, case, ins[n].dtype, kept, outs, f"in place {o}={n}")
+        fn(*ins.values(), *outs.values(), **params)
+        assert outs[o].data_ptr() == ins[n].data_ptr()
+        _check(spec, case, ins[n].dtype, kept, outs, f"{how} in place {o}={n}")
+
+
+def _each_case(backend, op_name):
+    """Every conformance case of the op (tails, one row, one tile, many tiles all run in place)."""
+    spec = SPECS[op_name]
+    dtype = backend.dtypes(op_name)[-1]
+    for i, case in enumerate(spec.cases):
+        inputs, outputs = make_case_tensors(spec, case, dtype, backend.device_type, seed=7 + i)
+        yield case, inputs, outputs
+
+
+def test_declared_inplace_pairs(backend, op_name):
+    spec, case, inputs, outputs = _setup(backend, op_name)
+    pairs = _declared_pairs(spec, op_name)
+    for each, ins, outs in _each_case(backend, op_name):
+        _run_in_place(spec, each, ins, outs, backend.op(op_name), each.params, pairs, "validated")
+    # Repeated: the BoundOp's cached plan lets the very same tensor through without the full check, but a
+    # partial overlap with the same shapes and strides (the same plan key) is still refused.
+    for o, n in pairs:
+        _run_in_place(spec, case, inputs, outputs, backend.op(op_name), case.params, [(o, n)], "repeated")
+        t = inputs[n]
+        buf = torch.empty(2 * t.numel(), dtype=t.dtype, device=t.device)
+        ins = {**inputs, n: _carve(buf, 0, t)}
+        outs = {**outputs, o: buf[t.numel() // 2:t.numel() // 2 + t.numel()].view(t.shape)}
+        with pytest.raises(TileRosettaError, match="partly overlaps"):
+            backend.op(op_name)(*ins.values(), *outs.values(), **case.params)
 
 
 BAD_VALUES = {  # kind -> (value, must be a TypeError) for Param declarations (specs/base.py)
@@ -315,11 +354,14 @@ def test_raw_bad_param_values_refused(backend, op_name):
 
 
 def test_raw_output_overlapping_an_input_is_refused(backend, op_name):
-    """The aliasing check of item 1 again, on the raw path: a native layer refuses it by itself."""
+    """The aliasing check of item 1 again, on the raw path: a native layer refuses it by itself, all but
+    the spec's declared in-place pairs as the very same tensor (test_raw_declared_inplace_pairs)."""
     spec, case, inputs, outputs = _setup(backend, op_name)
     fn = _raw(backend, op_name)
     tried = 0
     for label, o, n, ins, outs in _overlap_calls(spec, inputs, outputs):
+        if _declared_identical(spec, o, n, ins, outs):
+            continue
         before = {k: v.clone() for k, v in ins.items()}
         with pytest.raises(TileRosettaError) as info:
             fn(*ins.values(), *outs.values(), **spec.full_params(case.params))
@@ -330,6 +372,16 @@ def test_raw_output_overlapping_an_input_is_refused(backend, op_name):
             assert torch.equal(v, before[k]), f"raw {label} {o}~{n}: '{k}' changed on a refused call"
         tried += 1
     assert tried >= 2 * len(inputs) * len(outputs) - len(inputs), "every output x input pair was tried"
+
+
+def test_raw_declared_inplace_pairs(backend, op_name):
+    """The native layers let the declared pairs through on their own (from the generated tables) and the
+    kernel is right in place."""
+    spec, _, _, _ = _setup(backend, op_name)
+    fn = _raw(backend, op_name)
+    pairs = _declared_pairs(spec, op_name)
+    for case, inputs, outputs in _each_case(backend, op_name):
+        _run_in_place(spec, case, inputs, outputs, fn, spec.full_params(case.params), pairs, "raw")
 
 
 class _CudaLooking:
@@ -370,16 +422,22 @@ def test_tile_cpp_raw_path_refuses_overlap_without_a_gpu(op_name):
     # No false alarm: separate tensors give a launch plan.
     assert tile_cpp._mod.plan(kernel, [_CudaLooking(t) for t in (*inputs.values(), *outputs.values())],
                               {k: v for k, v in params.items() if v is not None})
-    tried = 0
+    tried = accepted = 0
     for label, o, n, ins, outs in _overlap_calls(spec, inputs, outputs):
         fakes = [_CudaLooking(t) for t in (*ins.values(), *outs.values())]
+        if _declared_identical(spec, o, n, ins, outs):
+            # the declared in-place pair (OpSpec.inplace_ok, the generated table's inplace_ok): a plan
+            assert tile_cpp._mod.plan(kernel, fakes, {k: v for k, v in params.items() if v is not None}), f"{o}={n}"
+            accepted += 1
+            continue
         with pytest.raises(TileRosettaError) as info:
             fn(*fakes, **params)
         err = info.value
         assert (err.op, err.backend, err.arg) == (op_name, "tile_cpp", o), f"{label} {o}~{n}: {err}"
         assert f"'{n}'" in str(err) and ("overlaps" in str(err) or "same memory" in str(err)), str(err)
         tried += 1
-    assert tried >= 2 * len(inputs) * len(outputs) - len(inputs), "every output x input pair was tried"
+    assert accepted >= sum(len(ns) for ns in spec.inplace_ok.values()), "each declared pair was accepted"
+    assert tried + accepted >= 2 * len(inputs) * len(outputs) - len(inputs), "every output x input pair was tried"
 
 
 def _size1_case(spec, case):

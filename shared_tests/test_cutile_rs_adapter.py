@@ -170,6 +170,31 @@ def test_extension_refuses_bad_raw_arguments():
 
 
 @needs_ext
+def test_extension_lets_only_the_declared_inplace_pairs_through():
+    """The crate refuses an output sharing memory with another tensor on its own, except the pairs the
+    spec declares safe in place (OpSpec.inplace_ok, via rust/src/generated.rs), and those only as the very
+    same tensor: rope's out may be q; half-way into q, or softmax's out on x, stays refused."""
+    declared = {op: spec.inplace_ok for op, spec in SPECS.items() if spec.inplace_ok}
+    assert declared, "no op declares an in-place pair: nothing to check"
+    for op, pairs in declared.items():
+        for out_name, ins in pairs.items():
+            for in_name in ins:
+                args = _args(op, **VALID[op])
+                arrays = {a[0]: i for i, a in enumerate(args[4])}
+                src = args[4][arrays[in_name]]
+                args[4][arrays[out_name]] = (out_name, *src[1:])
+                assert ext.validate(*args), f"{op}: {out_name} = {in_name} is declared safe in place"
+                n_bytes = math.prod(src[2]) * 4
+                args[4][arrays[out_name]] = (out_name, src[1] + n_bytes // 2, *src[2:])
+                with pytest.raises(ValueError, match=rf"{op}: argument '{out_name}': output overlaps input '{in_name}'"):
+                    ext.validate(*args)
+    args = _args("softmax", **VALID["softmax"])
+    args[4][1] = ("out", *args[4][0][1:])
+    with pytest.raises(ValueError, match=r"softmax: argument 'out': output is the same memory as input 'x'"):
+        ext.validate(*args)
+
+
+@needs_ext
 def test_extension_checks_each_tensors_dtype_device_and_size1_strides():
     """The raw path (implementations(), no BoundOp) reaches Rust with whatever the caller passed: every
     tensor's own dtype and device must match the launch's, or the kernel reads/writes out of bounds."""

@@ -84,6 +84,38 @@ def test_prefill_and_decode_match_hf_fp32(backend):
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_batch1_decode_rotates_in_place_and_matches_hf(backend):
+    """B=1 decode (issue 14 item 5): q|k heads of the fused projection are contiguous, so rope runs in
+    place and k|v reach the cache in one copy per layer; the B=1 prefill (S > 1) takes the two-copy path
+    into the same cache. Both must agree with transformers, and `where` must say which path ran."""
+    dev = need(backend)
+    state = weights(5, dev)
+    ours, hf = LlamaModel(CFG, state, backend), hf_model(CFG, state)
+    prompt, forced = ids(1, 7, seed=6, device=dev), ids(1, 8, seed=7, device=dev)
+    got, ref = hf_check.ours_logits(ours, prompt, forced), hf_check.hf_logits(hf, prompt, forced)
+    v = hf_check.verdict(got, ref)
+    tol = FP32_TOL if dev == "cpu" or backend == "torch" else 1e-2  # a GPU's fp32 matmul may be TF32
+    if dev == "cpu":
+        assert v["ok"], v
+    assert v["prefill_max_abs_err"] < tol and v["decode_max_abs_err"] < tol, v
+    where = ours.where
+    assert where["rope(in place)"] == backend and where["rope"] == backend, where  # decode, prefill
+    assert where["kv-cache write(in place)"].startswith("torch (one copy"), where
+    assert where["kv-cache write"].startswith("torch (two copies"), where
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_batch2_decode_keeps_rope_out_of_place(backend):
+    """B > 1: q|k of one token are not contiguous across the batch, so rope writes a new tensor."""
+    dev = need(backend)
+    ours = LlamaModel(CFG, weights(5, dev), backend)
+    cache = ours.new_cache(2, 4)
+    ours(ids(2, 1, device=dev), cache)
+    assert "rope(in place)" not in ours.where and "kv-cache write(in place)" not in ours.where, ours.where
+    assert ours.where["rope"] == backend
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_bf16_prefill_and_decode_agree_with_hf_fp32(backend):
     """bf16 model, 32 teacher-forced decode steps, within the stated tolerance (hf_check's docstring: 3x
     transformers' own bf16 error against the same fp32 reference). Decode attention runs our op when the
@@ -169,3 +201,62 @@ def test_model_compiles_without_graph_breaks(backend):
     compiled = torch.compile(traced.forward, fullgraph=True, backend="eager")
     got, ref = compiled(prompt).float(), eager(prompt).float()
     assert (got - ref).abs().max().item() < 1e-2  # same kernels, same order: bf16 rounding at most
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_batch1_decode_with_cache_compiles_without_graph_breaks(backend):
+    """The in-place rope of a B=1 decode step is the custom op rope_ (q declared mutated): fullgraph
+    tracing with a KV cache must succeed, and the compiled steps give the eager model's logits and cache."""
+    dev = need(backend)
+    torch._dynamo.reset()
+    state = weights(6, dev, torch.bfloat16)
+    eager, traced = LlamaModel(CFG, state, backend), LlamaModel(CFG, state, backend, custom_ops=True)
+    prompt, steps = ids(1, 5, seed=8, device=dev), ids(1, 3, seed=9, device=dev)
+    c_eager, c_traced = eager.new_cache(1, 8), traced.new_cache(1, 8)
+    eager(prompt, c_eager)
+    traced(prompt, c_traced)  # prefill eager: the compiled function below is the decode step
+    step = torch.compile(traced.forward, fullgraph=True, backend="eager")
+    for t in range(steps.shape[1]):
+        got, ref = step(steps[:, t:t + 1], c_traced).float(), eager(steps[:, t:t + 1], c_eager).float()
+        assert (got - ref).abs().max().item() < 1e-2, t
+    assert c_traced["len"] == c_eager["len"] == 8
+    for a, b in zip(c_traced["kv"], c_eager["kv"]):
+        assert (a.float() - b.float()).abs().max().item() < 1e-2
+    assert eager.where["rope(in place)"] == backend
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton", "cutile_py", "tile_cpp", "cutile_rs"])
+def test_batch1_decode_step_replayed_from_a_cuda_graph(backend):
+    """The B=1 decode step (rope in place in qkv, one k|v copy per layer) captured in a CUDA graph, as
+    `tilerosetta e2e` times it: each replay with a new token gives the eager step's logits and cache."""
+    dev = need(backend)
+    if dev != "cuda":
+        pytest.skip(f"CUDA graphs need a GPU ({backend} runs on {dev} here)")
+    model = LlamaModel(CFG, weights(7, dev, torch.bfloat16), backend)
+    model.prepare(16)
+    cache = model.new_cache(1, 16)
+    model(ids(1, 5, seed=10, device=dev), cache)
+    saved = [kv.clone() for kv in cache["kv"]]
+    tok = ids(1, 1, seed=11, device=dev)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up off the capture (compiles, plans, workspace)
+        cache["len"] = 5
+        model(tok, cache, last_only=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    cache["len"] = 5
+    with torch.cuda.graph(graph):
+        logits = model(tok, cache, last_only=True)
+    for seed in (12, 13):
+        for kv, s in zip(cache["kv"], saved):
+            kv.copy_(s)
+        tok.copy_(ids(1, 1, seed=seed, device=dev))
+        graph.replay()
+        ref_cache = {"len": 5, "kv": [s.clone() for s in saved]}
+        ref = model(tok, ref_cache, last_only=True)
+        torch.cuda.synchronize()
+        assert (logits.float() - ref.float()).abs().max().item() < 1e-2, seed
+        for got, want in zip(cache["kv"], ref_cache["kv"]):
+            assert torch.equal(got[:, :, :, :6], want[:, :, :, :6]), seed  # position 5 written by the replay
+    assert model.where["rope(in place)"] == backend and "kv-cache write(in place)" in model.where

@@ -118,6 +118,26 @@ def test_custom_ops_have_one_namespace_per_backend():
     assert str(torch.ops.tilerosetta_torch.rms_norm.default._schema).startswith("tilerosetta_torch::rms_norm(")
 
 
+def test_declared_inplace_pair_is_a_mutating_custom_op():
+    """rope's declared in-place pair (out is q) is `rope_`, q marked mutated (so torch.compile functionalizes
+    the write): under fullgraph compile it rotates a view of a larger tensor in place, the rest untouched."""
+    dev = need("torch")
+    from tilerosetta import torch_ops
+    ns = torch_ops.register("torch")
+    assert str(torch.ops.tilerosetta_torch.rope_.default._schema) == \
+        "tilerosetta_torch::rope_(Tensor(a!) q, Tensor cos, Tensor sin) -> ()"
+    cos, sin = torch.randn(1, 8).to(dev), torch.randn(1, 8).to(dev)
+
+    def step(x):
+        y = x * 1
+        ns.rope_(y[:, :6], cos, sin)  # heads 0..5 of (1, 10, 1, 8): a contiguous view
+        return y
+    x = torch.randn(1, 1, 10, 8).to(dev).transpose(1, 2)
+    got = torch.compile(step, fullgraph=True, backend="eager")(x)
+    torch.testing.assert_close(got[:, :6], ns.rope(x[:, :6].contiguous(), cos, sin))
+    assert torch.equal(got[:, 6:], x[:, 6:]) and not torch.equal(got[:, :6], x[:, :6])
+
+
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_patched_compiled_model_agrees_with_hf_fp32(backend):
     """issue 14 item 4: the patched bf16 model under torch.compile, prefill and 32 teacher-forced decode steps,

@@ -12,6 +12,8 @@ struct TensorDecl {
   int rank;
   const char* shape[kMaxRank];
   bool output;
+  // an output: the inputs (space-separated) it may be the very same tensor as (OpSpec.inplace_ok)
+  const char* inplace_ok;
 };
 struct ParamDecl {
   const char* name;
@@ -29,17 +31,17 @@ struct OpDecl {
 };
 
 inline constexpr OpDecl kOps[] = {
-    {"vector_add", 3, {{"a", 1, {"N"}, false}, {"b", 1, {"N"}, false}, {"out", 1, {"N"}, true}}, 0, {}, "fp32 fp16 bf16", ""},
-    {"transpose", 2, {{"x", 2, {"M", "N"}, false}, {"out", 2, {"N", "M"}, true}}, 0, {}, "fp32 fp16 bf16", ""},
-    {"softmax", 2, {{"x", 2, {"M", "N"}, false}, {"out", 2, {"M", "N"}, true}}, 0, {}, "fp32 fp16 bf16", "rows"},
-    {"rms_norm", 3, {{"x", 2, {"M", "N"}, false}, {"w", 1, {"N"}, false}, {"out", 2, {"M", "N"}, true}}, 1, {{"eps", "positive", false}}, "fp32 fp16 bf16", "rows"},
-    {"layer_norm", 4, {{"x", 2, {"M", "N"}, false}, {"w", 1, {"N"}, false}, {"b", 1, {"N"}, false}, {"out", 2, {"M", "N"}, true}}, 1, {{"eps", "positive", false}}, "fp32 fp16 bf16", "rows"},
-    {"silu_and_mul", 2, {{"x", 2, {"M", "2*H"}, false}, {"out", 2, {"M", "H"}, true}}, 0, {}, "fp32 fp16 bf16", ""},
-    {"rope", 4, {{"q", 4, {"B", "H", "S", "D"}, false}, {"cos", 2, {"S", "D"}, false}, {"sin", 2, {"S", "D"}, false}, {"out", 4, {"B", "H", "S", "D"}, true}}, 0, {}, "fp32 fp16 bf16", ""},
-    {"matmul", 3, {{"a", 2, {"M", "K"}, false}, {"b", 2, {"K", "N"}, false}, {"out", 2, {"M", "N"}, true}}, 0, {}, "fp32 fp16 bf16", ""},
-    {"bmm", 3, {{"a", 3, {"Bt", "M", "K"}, false}, {"b", 3, {"Bt", "K", "N"}, false}, {"out", 3, {"Bt", "M", "N"}, true}}, 0, {}, "fp32 fp16 bf16", ""},
-    {"attention", 4, {{"q", 4, {"B", "H", "S", "D"}, false}, {"k", 4, {"B", "Hkv", "Sk", "D"}, false}, {"v", 4, {"B", "Hkv", "Sk", "D"}, false}, {"out", 4, {"B", "H", "S", "D"}, true}}, 2, {{"causal", "flag", false}, {"scale", "positive", true}}, "fp16 bf16", ""},
-    {"add_rms_norm", 5, {{"x", 2, {"M", "N"}, false}, {"residual", 2, {"M", "N"}, false}, {"weight", 1, {"N"}, false}, {"sum", 2, {"M", "N"}, true}, {"out", 2, {"M", "N"}, true}}, 1, {{"eps", "positive", false}}, "fp32 fp16 bf16", "rows"},
+    {"vector_add", 3, {{"a", 1, {"N"}, false, ""}, {"b", 1, {"N"}, false, ""}, {"out", 1, {"N"}, true, ""}}, 0, {}, "fp32 fp16 bf16", ""},
+    {"transpose", 2, {{"x", 2, {"M", "N"}, false, ""}, {"out", 2, {"N", "M"}, true, ""}}, 0, {}, "fp32 fp16 bf16", ""},
+    {"softmax", 2, {{"x", 2, {"M", "N"}, false, ""}, {"out", 2, {"M", "N"}, true, ""}}, 0, {}, "fp32 fp16 bf16", "rows"},
+    {"rms_norm", 3, {{"x", 2, {"M", "N"}, false, ""}, {"w", 1, {"N"}, false, ""}, {"out", 2, {"M", "N"}, true, ""}}, 1, {{"eps", "positive", false}}, "fp32 fp16 bf16", "rows"},
+    {"layer_norm", 4, {{"x", 2, {"M", "N"}, false, ""}, {"w", 1, {"N"}, false, ""}, {"b", 1, {"N"}, false, ""}, {"out", 2, {"M", "N"}, true, ""}}, 1, {{"eps", "positive", false}}, "fp32 fp16 bf16", "rows"},
+    {"silu_and_mul", 2, {{"x", 2, {"M", "2*H"}, false, ""}, {"out", 2, {"M", "H"}, true, ""}}, 0, {}, "fp32 fp16 bf16", ""},
+    {"rope", 4, {{"q", 4, {"B", "H", "S", "D"}, false, ""}, {"cos", 2, {"S", "D"}, false, ""}, {"sin", 2, {"S", "D"}, false, ""}, {"out", 4, {"B", "H", "S", "D"}, true, "q"}}, 0, {}, "fp32 fp16 bf16", ""},
+    {"matmul", 3, {{"a", 2, {"M", "K"}, false, ""}, {"b", 2, {"K", "N"}, false, ""}, {"out", 2, {"M", "N"}, true, ""}}, 0, {}, "fp32 fp16 bf16", ""},
+    {"bmm", 3, {{"a", 3, {"Bt", "M", "K"}, false, ""}, {"b", 3, {"Bt", "K", "N"}, false, ""}, {"out", 3, {"Bt", "M", "N"}, true, ""}}, 0, {}, "fp32 fp16 bf16", ""},
+    {"attention", 4, {{"q", 4, {"B", "H", "S", "D"}, false, ""}, {"k", 4, {"B", "Hkv", "Sk", "D"}, false, ""}, {"v", 4, {"B", "Hkv", "Sk", "D"}, false, ""}, {"out", 4, {"B", "H", "S", "D"}, true, ""}}, 2, {{"causal", "flag", false}, {"scale", "positive", true}}, "fp16 bf16", ""},
+    {"add_rms_norm", 5, {{"x", 2, {"M", "N"}, false, ""}, {"residual", 2, {"M", "N"}, false, ""}, {"weight", 1, {"N"}, false, ""}, {"sum", 2, {"M", "N"}, true, ""}, {"out", 2, {"M", "N"}, true, ""}}, 1, {{"eps", "positive", false}}, "fp32 fp16 bf16", "rows"},
 };
 inline constexpr int kNumOps = sizeof(kOps) / sizeof(kOps[0]);
 

@@ -2,6 +2,11 @@
 // q = [q1, q2] split at D/2. Block (bx, by) handles positions [bx*TS, (bx+1)*TS) of batch-head by (one flat grid index, bx fastest).
 // The halves of q, cos, sin and out are (S, D/2) views with row stride D, walked in TD-column chunks,
 // so any even D works (cos/sin are read as given: both halves, not assumed equal).
+// Safe in place (out == q, OpSpec.inplace_ok; ops.cpp check_no_overlap lets exactly that pair through):
+// block (bx, bh) reads and writes only positions [bx*TS, (bx+1)*TS) of head bh, no other block touches
+// them, and in each column chunk j both stores take both loaded halves (a, b) as operands, so neither
+// can be issued before the loads of the elements it overwrites; chunk j+1 reads columns chunk j did not
+// write.
 #include "common.cuh"
 
 template <bool A, typename T, int TS, int TD>

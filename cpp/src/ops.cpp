@@ -144,12 +144,19 @@ std::vector<std::int64_t> aligned_dims(const std::string& op, std::map<std::stri
   throw std::logic_error("no alignment rule for op " + op);
 }
 
+// Whether `input` is one of the space-separated names of an output's generated `inplace_ok`.
+bool declared_inplace(const char* names, const std::string& input) {
+  std::string all = std::string(" ") + names + " ";
+  return all.find(" " + input + " ") != std::string::npos;
+}
+
 // An output that shares bytes with any other argument is refused: the kernels read other tiles of an
 // input after writing a tile of the output (transpose, matmul, attention, the row ops), so an aliased or
 // partly overlapping output gives silently wrong numbers. The same rule as the shared validation
 // (OpSpec.overlap in specs/base.py) and the Rust layer (args::check_no_alias), checked here too because
-// the raw path (backend.implementations()) reaches the module without the shared validation. No op
-// declares an in-place pair (OpSpec.inplace_ok), so every overlap is refused; each pair once, named by
+// the raw path (backend.implementations()) reaches the module without the shared validation. Only the
+// pairs a spec declares in OpSpec.inplace_ok (the generated table's `inplace_ok`: rope's out and q) may
+// be the very same tensor (same span and shape); every other overlap is refused, each pair once, named by
 // its first output. `args` are contiguous (checked above): a tensor spans numel * element size bytes.
 void check_no_overlap(const std::string& op, const std::string& dtype, const std::vector<TensorArg>& args) {
   const gen::OpDecl& d = decl(op);
@@ -171,6 +178,7 @@ void check_no_overlap(const std::string& op, const std::string& dtype, const std
       auto [t0, t1] = span(args[n]);
       if (!(s0 < t1 && t0 < s1)) continue;
       bool same = s0 == t0 && s1 == t1 && args[o].shape == args[n].shape;
+      if (same && !d.tensors[n].output && declared_inplace(d.tensors[o].inplace_ok, d.tensors[n].name)) continue;
       throw ArgError{op, d.tensors[o].name,
                      std::string("output ") + (same ? "is the same memory as" : "partly overlaps") + " '" +
                          d.tensors[n].name + "' (bytes [" + hex(s0) + ", " + hex(s1) + ") and [" + hex(t0) + ", " +

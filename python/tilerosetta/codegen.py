@@ -44,6 +44,13 @@ class OpEntry:
     dtypes: tuple[str, ...]
     dims: tuple[str, ...]  # every symbol of the shapes, in order of first appearance (e.g. "H" of "2*H")
     family: str  # OpSpec.family: ops sharing one launch shape and tile table ("rows"), or ""
+    # OpSpec.inplace_ok: (output, the inputs it may be the very same tensor as); the native layers' overlap
+    # checks let exactly these pairs through (identical span and shape), and refuse every other overlap
+    inplace_ok: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def same_ok(self, tensor: str) -> tuple[str, ...]:
+        """The inputs `tensor` (an output) may be the very same tensor as."""
+        return dict(self.inplace_ok).get(tensor, ())
 
 
 def symbols(extent: str) -> list[str]:
@@ -59,7 +66,9 @@ def entry(spec: OpSpec) -> OpEntry:
         for extent in shape:
             dims += [s for s in symbols(extent) if s not in dims]
     params = tuple((n, p.kind, p.optional) for n, p in spec.params.items())
-    return OpEntry(spec.name, tensors, params, tuple(dtype_name(d) for d in spec.dtypes), tuple(dims), spec.family)
+    inplace = tuple((o, tuple(ns)) for o, ns in spec.inplace_ok.items() if ns)
+    return OpEntry(spec.name, tensors, params, tuple(dtype_name(d) for d in spec.dtypes), tuple(dims), spec.family,
+                   inplace)
 
 
 def table() -> list[OpEntry]:
@@ -80,14 +89,15 @@ def cpp(ops: list[OpEntry]) -> str:
              "#pragma once", "", "namespace tr::gen {", "",
              f"constexpr int kMaxTensors = {max_t}, kMaxParams = {max_p}, kMaxRank = {max_r};", "",
              "struct TensorDecl {", "  const char* name;", "  int rank;", "  const char* shape[kMaxRank];",
-             "  bool output;", "};", "struct ParamDecl {", "  const char* name;",
+             "  bool output;", "  // an output: the inputs (space-separated) it may be the very same tensor as (OpSpec.inplace_ok)",
+             "  const char* inplace_ok;", "};", "struct ParamDecl {", "  const char* name;",
              "  const char* kind;  // \"positive\": a finite float > 0; \"flag\": a bool", "  bool optional;  // None allowed",
              "};", "struct OpDecl {", "  const char* name;", "  int n_tensors;", "  TensorDecl tensors[kMaxTensors];",
              "  int n_params;", "  ParamDecl params[kMaxParams];", "  const char* dtypes;  // space-separated",
              "  const char* family;  // OpSpec.family: \"rows\" shares the row ops' launch plan; \"\" its own",
              "};", "", "inline constexpr OpDecl kOps[] = {"]
     for o in ops:
-        ts = ", ".join(f'{{"{n}", {len(s)}, {_c_str_list(s)}, {"true" if out else "false"}}}'
+        ts = ", ".join(f'{{"{n}", {len(s)}, {_c_str_list(s)}, {"true" if out else "false"}, "{" ".join(o.same_ok(n))}"}}'
                        for n, s, out in o.tensors)
         ps = ", ".join(f'{{"{n}", "{k}", {"true" if opt else "false"}}}' for n, k, opt in o.params)
         lines.append(f'    {{"{o.name}", {len(o.tensors)}, {{{ts}}}, {len(o.params)}, {{{ps}}}, "{" ".join(o.dtypes)}", "{o.family}"}},')
@@ -123,7 +133,8 @@ def rust(ops: list[OpEntry]) -> str:
              "//! against it; `ops::OPS` lists its names.", "",
              "/// One tensor argument: name, symbolic shape (a name or a product such as \"2*H\"), output or not.",
              "pub struct TensorDecl {", "    pub name: &'static str,", "    pub shape: &'static [&'static str],",
-             "    pub output: bool,", "}", "", "/// One scalar parameter: \"positive\" (finite float > 0) or \"flag\" (bool).",
+             "    pub output: bool,", "    /// An output: the inputs it may be the very same tensor as (OpSpec.inplace_ok).",
+             "    pub inplace_ok: &'static [&'static str],", "}", "", "/// One scalar parameter: \"positive\" (finite float > 0) or \"flag\" (bool).",
              "pub struct ParamDecl {", "    pub name: &'static str,", "    pub kind: &'static str,", "    pub optional: bool,",
              "}", "", "pub struct OpDecl {", "    pub name: &'static str,", "    pub tensors: &'static [TensorDecl],",
              "    pub params: &'static [ParamDecl],", "    pub dtypes: &'static [&'static str],",
@@ -135,7 +146,8 @@ def rust(ops: list[OpEntry]) -> str:
         lines.append(f'        name: "{o.name}",')
         lines.append("        tensors: &[")
         for n, s, out in o.tensors:
-            lines.append(f'            TensorDecl {{ name: "{n}", shape: {_rs_str_list(s)}, output: {str(out).lower()} }},')
+            lines.append(f'            TensorDecl {{ name: "{n}", shape: {_rs_str_list(s)}, output: {str(out).lower()}, '
+                         f'inplace_ok: {_rs_str_list(o.same_ok(n))} }},')
         lines.append("        ],")
         ps = ", ".join(f'ParamDecl {{ name: "{n}", kind: "{k}", optional: {str(opt).lower()} }}' for n, k, opt in o.params)
         lines.append(f"        params: &[{ps}],")
@@ -174,7 +186,8 @@ def rust_ops(ops: list[OpEntry]) -> str:
 # ---- Julia --------------------------------------------------------------------------------------------
 def julia(ops: list[OpEntry]) -> str:
     lines = [f"# {HEADER}", "# The op table of the cutile_jl package: OP_NAMES orders OPS and the includes of src/ops/.",
-             "# Shapes are in torch (row-major) terms, as the specs state them.", "",
+             "# Shapes are in torch (row-major) terms, as the specs state them; inplace_ok: output => the inputs it",
+             "# may be the very same array as (OpSpec.inplace_ok).", "",
              "const OP_NAMES = [" + ", ".join(f'"{o.name}"' for o in ops) + "]", "",
              "const OP_TABLE = Dict{String,NamedTuple}("]
     for o in ops:
@@ -184,7 +197,9 @@ def julia(ops: list[OpEntry]) -> str:
                          for n, s, out in o.tensors if out)
         ps = ", ".join(f'"{n}" => "{k}"' for n, k, _ in o.params)
         dts = ", ".join(f'"{d}"' for d in o.dtypes)
-        lines.append(f'    "{o.name}" => (inputs=[{ins}], outputs=[{outs}], params=[{ps}], dtypes=[{dts}]),')
+        inplace = ", ".join(f'"{n}" => ({", ".join(chr(34) + i + chr(34) for i in ins_)},)' for n, ins_ in o.inplace_ok)
+        lines.append(f'    "{o.name}" => (inputs=[{ins}], outputs=[{outs}], params=[{ps}], dtypes=[{dts}], '
+                     f'inplace_ok=[{inplace}]),')
     lines += [")", "", "# An op of a kernel family (OpSpec.family) without a tiles.toml section of its own takes its family's.",
               "const OP_FAMILY = Dict{String,String}(" + ", ".join(f'"{o.name}" => "{o.family}"' for o in ops if o.family) + ")", ""]
     return "\n".join(lines)

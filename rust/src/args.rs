@@ -240,14 +240,24 @@ impl Request {
 }
 
 /// Refuses writes into a buffer that also feeds the kernel (torch users may pass out=x by mistake;
-/// most kernels here read other tiles of x after writing one of out).
-pub fn check_no_alias(op: &str, dtype: DType, out: &TensorArg, inputs: &[&TensorArg]) -> Result<(), ArgError> {
+/// most kernels here read other tiles of x after writing one of out). `same_ok`: the inputs `out` may be
+/// the very same tensor as (same span and shape), the generated table's `inplace_ok` (OpSpec.inplace_ok:
+/// a kernel shown safe in place); partial overlap with them stays refused.
+pub fn check_no_alias(op: &str, dtype: DType, out: &TensorArg, inputs: &[&TensorArg], same_ok: &[&str]) -> Result<(), ArgError> {
     let span = |t: &TensorArg| (t.ptr, t.ptr + t.numel() as u64 * dtype.size() as u64);
     let (o0, o1) = span(out);
     for t in inputs {
         let (i0, i1) = span(t);
         if o0 < i1 && i0 < o1 {
-            return Err(ArgError::new(op, &out.name, format!("output overlaps input '{}' (in-place is not supported)", t.name)));
+            let same = (o0, o1) == (i0, i1) && out.shape == t.shape;
+            if same && same_ok.contains(&t.name.as_str()) {
+                continue;
+            }
+            let how = if same { "is the same memory as" } else { "overlaps" };
+            let allowed = if same_ok.is_empty() { "in-place is not supported".to_string() } else {
+                format!("only the very same tensor as '{}' is supported in place", same_ok.join("', '"))
+            };
+            return Err(ArgError::new(op, &out.name, format!("output {how} input '{}' ({allowed})", t.name)));
         }
     }
     Ok(())
@@ -322,7 +332,7 @@ pub fn check_signature(req: &Request) -> Result<Dims, ArgError> {
     }
     for i in (0..tensors.len()).filter(|&i| decl.tensors[i].output) {
         let others: Vec<&TensorArg> = tensors.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, t)| t).collect();
-        check_no_alias(op, req.dtype, &tensors[i], &others)?;
+        check_no_alias(op, req.dtype, &tensors[i], &others, decl.tensors[i].inplace_ok)?;
     }
     Ok(dims)
 }

@@ -7,6 +7,8 @@ pub struct TensorDecl {
     pub name: &'static str,
     pub shape: &'static [&'static str],
     pub output: bool,
+    /// An output: the inputs it may be the very same tensor as (OpSpec.inplace_ok).
+    pub inplace_ok: &'static [&'static str],
 }
 
 /// One scalar parameter: "positive" (finite float > 0) or "flag" (bool).
@@ -31,9 +33,9 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "vector_add",
         tensors: &[
-            TensorDecl { name: "a", shape: &["N"], output: false },
-            TensorDecl { name: "b", shape: &["N"], output: false },
-            TensorDecl { name: "out", shape: &["N"], output: true },
+            TensorDecl { name: "a", shape: &["N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "b", shape: &["N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["N"], output: true, inplace_ok: &[] },
         ],
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
@@ -43,8 +45,8 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "transpose",
         tensors: &[
-            TensorDecl { name: "x", shape: &["M", "N"], output: false },
-            TensorDecl { name: "out", shape: &["N", "M"], output: true },
+            TensorDecl { name: "x", shape: &["M", "N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["N", "M"], output: true, inplace_ok: &[] },
         ],
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
@@ -54,8 +56,8 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "softmax",
         tensors: &[
-            TensorDecl { name: "x", shape: &["M", "N"], output: false },
-            TensorDecl { name: "out", shape: &["M", "N"], output: true },
+            TensorDecl { name: "x", shape: &["M", "N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["M", "N"], output: true, inplace_ok: &[] },
         ],
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
@@ -65,9 +67,9 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "rms_norm",
         tensors: &[
-            TensorDecl { name: "x", shape: &["M", "N"], output: false },
-            TensorDecl { name: "w", shape: &["N"], output: false },
-            TensorDecl { name: "out", shape: &["M", "N"], output: true },
+            TensorDecl { name: "x", shape: &["M", "N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "w", shape: &["N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["M", "N"], output: true, inplace_ok: &[] },
         ],
         params: &[ParamDecl { name: "eps", kind: "positive", optional: false }],
         dtypes: &["fp32", "fp16", "bf16"],
@@ -77,10 +79,10 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "layer_norm",
         tensors: &[
-            TensorDecl { name: "x", shape: &["M", "N"], output: false },
-            TensorDecl { name: "w", shape: &["N"], output: false },
-            TensorDecl { name: "b", shape: &["N"], output: false },
-            TensorDecl { name: "out", shape: &["M", "N"], output: true },
+            TensorDecl { name: "x", shape: &["M", "N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "w", shape: &["N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "b", shape: &["N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["M", "N"], output: true, inplace_ok: &[] },
         ],
         params: &[ParamDecl { name: "eps", kind: "positive", optional: false }],
         dtypes: &["fp32", "fp16", "bf16"],
@@ -90,8 +92,8 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "silu_and_mul",
         tensors: &[
-            TensorDecl { name: "x", shape: &["M", "2*H"], output: false },
-            TensorDecl { name: "out", shape: &["M", "H"], output: true },
+            TensorDecl { name: "x", shape: &["M", "2*H"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["M", "H"], output: true, inplace_ok: &[] },
         ],
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
@@ -101,10 +103,10 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "rope",
         tensors: &[
-            TensorDecl { name: "q", shape: &["B", "H", "S", "D"], output: false },
-            TensorDecl { name: "cos", shape: &["S", "D"], output: false },
-            TensorDecl { name: "sin", shape: &["S", "D"], output: false },
-            TensorDecl { name: "out", shape: &["B", "H", "S", "D"], output: true },
+            TensorDecl { name: "q", shape: &["B", "H", "S", "D"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "cos", shape: &["S", "D"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "sin", shape: &["S", "D"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["B", "H", "S", "D"], output: true, inplace_ok: &["q"] },
         ],
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
@@ -114,9 +116,9 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "matmul",
         tensors: &[
-            TensorDecl { name: "a", shape: &["M", "K"], output: false },
-            TensorDecl { name: "b", shape: &["K", "N"], output: false },
-            TensorDecl { name: "out", shape: &["M", "N"], output: true },
+            TensorDecl { name: "a", shape: &["M", "K"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "b", shape: &["K", "N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["M", "N"], output: true, inplace_ok: &[] },
         ],
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
@@ -126,9 +128,9 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "bmm",
         tensors: &[
-            TensorDecl { name: "a", shape: &["Bt", "M", "K"], output: false },
-            TensorDecl { name: "b", shape: &["Bt", "K", "N"], output: false },
-            TensorDecl { name: "out", shape: &["Bt", "M", "N"], output: true },
+            TensorDecl { name: "a", shape: &["Bt", "M", "K"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "b", shape: &["Bt", "K", "N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["Bt", "M", "N"], output: true, inplace_ok: &[] },
         ],
         params: &[],
         dtypes: &["fp32", "fp16", "bf16"],
@@ -138,10 +140,10 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "attention",
         tensors: &[
-            TensorDecl { name: "q", shape: &["B", "H", "S", "D"], output: false },
-            TensorDecl { name: "k", shape: &["B", "Hkv", "Sk", "D"], output: false },
-            TensorDecl { name: "v", shape: &["B", "Hkv", "Sk", "D"], output: false },
-            TensorDecl { name: "out", shape: &["B", "H", "S", "D"], output: true },
+            TensorDecl { name: "q", shape: &["B", "H", "S", "D"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "k", shape: &["B", "Hkv", "Sk", "D"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "v", shape: &["B", "Hkv", "Sk", "D"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["B", "H", "S", "D"], output: true, inplace_ok: &[] },
         ],
         params: &[ParamDecl { name: "causal", kind: "flag", optional: false }, ParamDecl { name: "scale", kind: "positive", optional: true }],
         dtypes: &["fp16", "bf16"],
@@ -151,11 +153,11 @@ pub static OPS: &[OpDecl] = &[
     OpDecl {
         name: "add_rms_norm",
         tensors: &[
-            TensorDecl { name: "x", shape: &["M", "N"], output: false },
-            TensorDecl { name: "residual", shape: &["M", "N"], output: false },
-            TensorDecl { name: "weight", shape: &["N"], output: false },
-            TensorDecl { name: "sum", shape: &["M", "N"], output: true },
-            TensorDecl { name: "out", shape: &["M", "N"], output: true },
+            TensorDecl { name: "x", shape: &["M", "N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "residual", shape: &["M", "N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "weight", shape: &["N"], output: false, inplace_ok: &[] },
+            TensorDecl { name: "sum", shape: &["M", "N"], output: true, inplace_ok: &[] },
+            TensorDecl { name: "out", shape: &["M", "N"], output: true, inplace_ok: &[] },
         ],
         params: &[ParamDecl { name: "eps", kind: "positive", optional: false }],
         dtypes: &["fp32", "fp16", "bf16"],

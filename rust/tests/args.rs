@@ -76,6 +76,34 @@ fn vector_add_plan() {
     assert_eq!(err(&neg).arg, "device");
 }
 
+/// Only the spec's declared in-place pair (rope: out may be q itself, OpSpec.inplace_ok, from the generated
+/// table) is let through, and only as the very same tensor: partial overlap and out on another input stay
+/// refused (out's shape is q's, checked before, so "same span" is "same tensor" here).
+#[test]
+fn rope_runs_in_place_only_as_the_declared_identical_pair() {
+    let (b, h, s, d) = (1i64, 4, 129, 64);
+    let n = (b * h * s * d * 4) as u64; // q's bytes at fp32
+    let rope = |q: u64, out: u64, out_shape: &[i64]| {
+        req("rope", DType::F32, vec![t("q", q, &[b, h, s, d]), t("cos", 1 << 30, &[s, d]), t("sin", 1 << 31, &[s, d]), t("out", out, out_shape)])
+    };
+    let p = ops::plan(&rope(1 << 20, 1 << 20, &[b, h, s, d])).expect("out == q is rope's declared in-place pair");
+    assert_eq!(p.dims, vec![b as i32, h as i32, s as i32, d as i32]);
+    assert!(ops::plan(&rope(1 << 20, (1 << 20) + n, &[b, h, s, d])).is_ok(), "adjacent buffers do not overlap");
+    for (label, out, shape) in [
+        ("partial", (1 << 20) + n / 2, vec![b, h, s, d]),
+        ("on cos", 1 << 30, vec![b, h, s, d]),
+    ] {
+        let r = rope(1 << 20, out, &shape);
+        let e = ops::plan(&r).expect_err(label);
+        assert_eq!(e.arg, "out", "{label}: {e}");
+        assert!(e.message.contains("overlaps") || e.message.contains("same memory"), "{label}: {e}");
+    }
+    // an op that declares no pair refuses even the identical tensor
+    let same = req("softmax", DType::F32, vec![t("x", 1 << 20, &[8, 64]), t("out", 1 << 20, &[8, 64])]);
+    let e = err(&same);
+    assert!(e.arg == "out" && e.message.contains("same memory") && e.message.contains("not supported"), "{e}");
+}
+
 #[test]
 fn config_overrides_are_checked() {
     let base = req("vector_add", DType::F32, vec![t("a", 256, &[10]), t("b", 8192, &[10]), t("out", 65536, &[10])]);

@@ -6,6 +6,10 @@
 #   out1 = q1 * cos1 - q2 * sin1,   out2 = q2 * cos2 + q1 * sin2.
 # The host folds (H, B) into one axis, so a block is (tile_s positions) x (one head of one batch);
 # cos/sin tiles are shared by every head. The half head dim is one tile of next_pow2(D/2) rows.
+# Safe in place (out === q, the spec's inplace_ok): block (bs, bh) loads the q1 and q2 tiles of its
+# positions and head and stores o1, o2 to exactly those elements, each computed from both halves, so no
+# store precedes the loads it overwrites; no other block touches them. Padded rows past D/2 are clipped by
+# the half views' sizes.
 
 function rope_kernel(q1::ct.TileArray{T,3}, q2::ct.TileArray{T,3},
                      c1::ct.TileArray{T,2}, c2::ct.TileArray{T,2},

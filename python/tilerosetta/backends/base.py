@@ -79,20 +79,28 @@ class _ValidatedOp:
         full, pairs = plan
         if pairs:  # what depends on the addresses is checked on every call: (output, other) byte ranges
             ptrs = [t.data_ptr() for t in tensors]
-            for i, j, size_i, size_j in pairs:
+            for i, j, size_i, size_j, same_ok in pairs:
+                if same_ok and ptrs[i] == ptrs[j]:  # a declared in-place pair as the very same tensor
+                    continue
                 if ptrs[i] < ptrs[j] + size_j and ptrs[j] < ptrs[i] + size_i:  # shared bytes: the full check
                     bad = spec.overlap(dict(zip(self.names, tensors)))  # names it (or allows in place)
                     if bad:
                         raise TileRosettaError(spec.name, name, *bad)
         return full
 
-    def _overlap_pairs(self, tensors) -> tuple[tuple[int, int, int, int], ...]:
+    def _overlap_pairs(self, tensors) -> tuple[tuple[int, int, int, int, bool], ...]:
         """The spec's (output, other argument) pairs on one device, with their byte lengths (validated
-        tensors are contiguous): the ranges checked on every call; none when the call passes no outputs."""
+        tensors are contiguous) and whether the spec lets them be the very same tensor (inplace_ok, and the
+        shapes of this signature agree: then equal addresses mean the same tensor, accepted with no full
+        check, as a decode step's in-place rope is on every call): the ranges checked on every call; none
+        when the call passes no outputs."""
         if not self.with_outputs:
             return ()
         sizes = [t.numel() * t.element_size() for t in tensors]
-        return tuple((i, j, sizes[i], sizes[j]) for i, j in self.spec.overlap_pairs()
+        names, allowed = self.names, self.spec.inplace_ok
+        return tuple((i, j, sizes[i], sizes[j], names[j] in allowed.get(names[i], ()) and
+                      tensors[i].shape == tensors[j].shape and sizes[i] == sizes[j])
+                     for i, j in self.spec.overlap_pairs()
                      if tensors[i].device == tensors[j].device and sizes[i] and sizes[j])
 
     def _run(self, *args, **full):

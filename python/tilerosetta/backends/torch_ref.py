@@ -42,6 +42,8 @@ def silu_and_mul(x, out):
 
 
 def rope(q, cos, sin, out):
+    # Safe in place (out is q, the spec's inplace_ok): q * cos and rotated are new tensors computed in
+    # full before addcmul writes out, which then reads only them and sin.
     h = q.shape[-1] // 2
     rotated = torch.cat([-q[..., h:], q[..., :h]], dim=-1)
     torch.addcmul(q * cos, rotated, sin, out=out)

@@ -3,8 +3,9 @@
 rms_norm, rope, silu_and_mul, matmul (every linear layer), attention and, where the backend has it,
 add_rms_norm (residual add fused with the next norm) are the backend's ops, called through their validated
 BoundOp (backend="best": per op the fastest of ours in the latest committed benchmark). Embedding lookup,
-KV-cache writes and argmax stay in torch. Attention asks the op's spec whether it accepts the call as is
-(GQA heads, decode Sq=1, Sq < Sk), and uses our op whenever it does. Where our ops cannot express a call,
+KV-cache writes (one copy of k|v per layer where rope ran in place, see forward) and argmax stay in torch.
+Attention asks the op's spec whether it accepts the call as is (GQA heads, decode Sq=1, Sq < Sk), and uses
+our op whenever it does. Where our ops cannot express a call,
 the model uses torch and records why in `model.fallbacks`, and `model.where` says which backend ran each
 kind of call, so a report never claims a kernel that did not run:
   - an op the backend lacks (cute_dsl has no matmul or attention yet): the torch backend's op;
@@ -123,26 +124,37 @@ class Ops:
         if not torch.compiler.is_compiling():
             self.where.setdefault(kind, ran)
 
+    def note(self, kind: str, ran: str):
+        """Record a call the model makes in torch itself (a KV-cache write), so `where` lists it too."""
+        self._note(kind, ran)
+
     def _fallback(self, kind: str, why: str):
         if not torch.compiler.is_compiling():
             self.fallbacks.add(why)
             self.where.setdefault(kind, f"torch (fallback: {why})")
 
-    def _run(self, op, inputs, out_shapes, kind=None, bound=None, **params):
+    def _backend_for(self, op, kind, bound=None) -> str:
+        """The backend that runs this call (the chosen one, or torch when it lacks the op), noted in `where`."""
         chosen = self.chosen(op, bound)
         why = self.missing_why(op, chosen)
-        name = chosen if why is None else "torch"
         if why is None:
-            self._note(kind or op, name)
-        else:
-            self._fallback(kind or op, f"{op}: torch ({why})")
-        if self._custom:
-            return getattr(self._ns[name], op)(*inputs, *params.values())
+            self._note(kind or op, chosen)
+            return chosen
+        self._fallback(kind or op, f"{op}: torch ({why})")
+        return "torch"
+
+    def _fn(self, op, name):
         fn = self._bound.get((op, name))
         if fn is None:
             fn = self._bound[(op, name)] = backends.get(name).op(op)
+        return fn
+
+    def _run(self, op, inputs, out_shapes, kind=None, bound=None, **params):
+        name = self._backend_for(op, kind, bound)
+        if self._custom:
+            return getattr(self._ns[name], op)(*inputs, *params.values())
         outs = [torch.empty(s, dtype=inputs[0].dtype, device=inputs[0].device) for s in out_shapes]
-        fn(*inputs, *outs, **params)
+        self._fn(op, name)(*inputs, *outs, **params)
         return outs[0] if len(outs) == 1 else outs
 
     def accepts(self, op: str, inputs: tuple, bound: str | None = None, **params) -> str | None:
@@ -229,6 +241,17 @@ class Ops:
     def rope(self, q, cos, sin):
         q = q.contiguous()
         return self._run("rope", (q, cos, sin), [q.shape])
+
+    def rope_(self, q, cos, sin):
+        """q rotated in place (rope's declared in-place pair: out is q; q contiguous, e.g. the q|k heads of
+        the fused projection at B=1, S=1). `where` notes it as "rope(in place)"."""
+        name = self._backend_for("rope", "rope(in place)")
+        if self._custom:
+            from tilerosetta.torch_ops import inplace_name
+            getattr(self._ns[name], inplace_name(get_spec("rope"), "out", "q"))(q, cos, sin)
+        else:
+            self._fn("rope", name)(q, cos, sin, q)
+        return q
 
     def attention(self, q, k, v, causal):
         """q (B, H, Sq, D); k, v (B, Hkv, Sk, D), causal mask aligned to the end of the keys.
@@ -394,10 +417,12 @@ class LlamaModel:
         return cls(cfg, state, backend)
 
     def new_cache(self, batch: int, max_len: int):
+        """{"len": tokens cached, "kv": per layer one (2, B, Hkv, max_len, D) tensor: k is kv[0], v is kv[1]}.
+        k and v of a layer side by side in one tensor: where rope ran in place, k|v are adjacent heads of the
+        fused projection's output and reach the cache in one copy (see forward)."""
         c, e = self.cfg, self.embed
-        shape = (batch, c.kv_heads, max_len, c.head_dim)
-        return {"len": 0, "k": [torch.zeros(shape, dtype=e.dtype, device=e.device) for _ in range(c.layers)],
-                "v": [torch.zeros(shape, dtype=e.dtype, device=e.device) for _ in range(c.layers)]}
+        shape = (2, batch, c.kv_heads, max_len, c.head_dim)
+        return {"len": 0, "kv": [torch.zeros(shape, dtype=e.dtype, device=e.device) for _ in range(c.layers)]}
 
     def _cos_sin(self, start, n, dtype, device):
         """Rows [start, start+n) of a cos/sin table kept on the device (grown by doubling): no host work or
@@ -429,13 +454,24 @@ class LlamaModel:
         H, Hkv, D = c.heads, c.kv_heads, c.head_dim
         for i, lay in enumerate(self.layers):
             qkv = ops.linear(h, lay["qkv_t"]).view(B, S, H + 2 * Hkv, D).transpose(1, 2)
-            # q's and k's heads rotated by one rope call (rope is per head: H + Hkv heads of one tensor)
-            qk = ops.rope(qkv[:, :H + Hkv], cos, sin)
+            # q's and k's heads rotated by one rope call (rope is per head: H + Hkv heads of one tensor). At
+            # B=1, S=1 (decode) those heads are contiguous rows of qkv: rotated in place, so k and v stay
+            # adjacent heads of qkv and reach the cache in one copy (one kernel per layer, not two and no
+            # rope output to allocate); else (prefill, B > 1) rope writes a new tensor.
+            qk = qkv[:, :H + Hkv]
+            inplace = qk.is_contiguous()
+            qk = ops.rope_(qk, cos, sin) if inplace else ops.rope(qk, cos, sin)
             q, k, v = qk[:, :H], qk[:, H:], qkv[:, H + Hkv:]
             if cache is not None:
-                cache["k"][i][:, :, start:start + S] = k
-                cache["v"][i][:, :, start:start + S] = v
-                k, v = cache["k"][i][:, :, :start + S], cache["v"][i][:, :, :start + S]
+                kv = cache["kv"][i]  # (2, B, Hkv, max_len, D)
+                if inplace:  # heads [H, H + 2 Hkv) of qkv are k | v: (B, 2 Hkv, S, D) -> (2, B, Hkv, S, D)
+                    kv[:, :, :, start:start + S] = qkv[:, H:].unflatten(1, (2, Hkv)).transpose(0, 1)
+                    ops.note("kv-cache write(in place)", "torch (one copy of k|v per layer: rope ran in place in qkv)")
+                else:
+                    kv[0, :, :, start:start + S] = k
+                    kv[1, :, :, start:start + S] = v
+                    ops.note("kv-cache write", "torch (two copies per layer: k from rope's output, v from qkv)")
+                k, v = kv[0, :, :, :start + S], kv[1, :, :, :start + S]
             a = ops.attention(q, k, v, causal=True)
             a = a.transpose(1, 2).reshape(B, S, c.heads * c.head_dim)
             # residual add fused with the next norm where the backend has add_rms_norm

@@ -15,6 +15,12 @@ class Rope(OpSpec):
     summary = "out = q*cos + rotate_half(q)*sin (Llama half rotation)"
     inputs = {"q": ("B", "H", "S", "D"), "cos": ("S", "D"), "sin": ("S", "D")}
     outputs = {"out": ("B", "H", "S", "D")}
+    # out may be q itself (the Llama decode step rotates q|k in the fused qkv projection's output and writes
+    # k|v to the cache with one copy). Every backend's kernel was audited for it (a comment at each kernel
+    # says why it is safe): each element of q is read once, by the program that writes the same element
+    # of out, and both halves of a row feed both stored halves, so no store can precede the loads it
+    # overwrites; programs own disjoint rows. Partial overlap stays refused.
+    inplace_ok = {"out": ("q",)}
     dim_choices = {"D": (2, 8, 32, 64, 128)}
     cases = tuple(Case({"B": b, "H": h, "S": s, "D": d}) for b, h, s, d in
                   ((1, 1, 1, 2), (1, 1, 7, 64), (2, 3, 17, 128), (1, 4, 129, 64), (3, 2, 31, 32),

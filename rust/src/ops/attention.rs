@@ -233,7 +233,7 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     if q[1] % kd[1] != 0 {
         return Err(ArgError::new(op, "k", format!("k/v have Hkv={} heads, which does not divide q's H={} heads", kd[1], q[1])));
     }
-    check_no_alias(op, req.dtype, &t[3], &[&t[0], &t[1], &t[2]])?;
+    check_no_alias(op, req.dtype, &t[3], &[&t[0], &t[1], &t[2]], &[])?;  // attention declares no in-place pair
     let causal = req.scalar("causal")?;
     if causal != 0.0 && causal != 1.0 {
         return Err(ArgError::new(op, "causal", format!("expected a bool, got {causal}")));

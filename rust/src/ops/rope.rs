@@ -15,6 +15,12 @@
 //! out's tile grid is (B*H, ceil(S/BS), 1); past 65535 position tiles (grid y's cap) the launch folds
 //! it into grid x (`ops::folds`, issue 16): `rope_folded` walks a mapped partition of out, one block
 //! per tile. Below that the plain grid runs (the benchmarked kernel).
+//!
+//! Safe in place (out is q, the spec's inplace_ok; `args::check_signature` lets exactly that pair through):
+//! an out tile (head, position block) is stored from the q tile of the same (head, position block), loaded
+//! whole (both halves) before `rotate` combines them, so the store cannot precede the load it overwrites;
+//! `rope` has one block per tile and `rope_folded` walks distinct tiles one after another (each loaded, then
+//! stored), so no tile is read after another block or iteration wrote it.
 
 use crate::args::{DType, Request};
 use crate::config::{self, next_pow2, Config};

@@ -5,6 +5,10 @@ out[..., h:] = q2*cos[:, h:] + q1*sin[:, h:]. Every tensor is viewed as vectors 
 thread takes vector j of the first half and vector j + h/vec of the second (128-bit accesses in the "vec"
 variant, which needs h to be a whole number of vectors) and writes both output vectors. THREADS threads
 per CTA. fp32 math.
+
+Safe in place (out is q, the spec's inplace_ok): thread `item` owns vector j and vector j + h/vec of one
+(b, h, s) of q and out, no other thread touches them, and both stores take both loaded vectors as operands,
+so neither can be issued before the loads of the elements it overwrites.
 """
 
 from __future__ import annotations

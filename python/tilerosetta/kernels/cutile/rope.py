@@ -15,6 +15,12 @@ checks (check_bounds=False) because no tile can cross an edge. Why: with bounds 
 wraps each of the six loads in its own branch region (BSSY/BSYNC) and the loads went out one after
 another (128 us against Triton's 75 us: bench/GAPS.md, cutile_py rope); without them the sm_90 cubin issues
 six LDG.E.128 back to back (0 BSSY, 32-55 registers at TS 8-16).
+
+Both kernels are safe in place (out is q, the spec's inplace_ok): block (s, bh) loads the q1 and q2 tiles
+of positions [s*TS, (s+1)*TS) of head bh and stores the out tiles of exactly those positions; no other
+block touches them (plan_rope's grid has one block per (position tile, head)). Each stored tile is computed
+from both loaded halves, so neither store can be issued before both loads; padded columns (HP > D/2) are
+clipped by the views' shapes and read nothing of the other half.
 """
 
 import cuda.tile as ct

@@ -5,6 +5,11 @@ both halves of D, so each q element is read once:
     out[:, :D/2] = q1 * cos[:, :D/2] - q2 * sin[:, :D/2]
     out[:, D/2:] = q2 * cos[:, D/2:] + q1 * sin[:, D/2:]
 cos and sin are read per column as given (not assumed to repeat across the halves).
+
+Safe in place (out is q, the spec's inplace_ok): a program owns rows [pid*BLOCK_R, (pid+1)*BLOCK_R) of q
+and out, and no other program reads or writes them; within it each element q[r, c] is loaded once (as q1
+or q2) and both stores of row r take both q1 and q2 of that row as operands, so neither store can be
+issued before the loads of the elements it overwrites. Masked lanes (rows >= R, cols >= D/2) store nothing.
 """
 
 import triton
