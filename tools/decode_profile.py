@@ -224,6 +224,8 @@ def main(argv=None):
                    "timed back to back in one graph (how a decode step runs them)")
     p.add_argument("--skip-gemv", action="store_true")
     p.add_argument("--attention-sweep", default="", help="backends whose decode attention configs to sweep")
+    p.add_argument("--prefetch-sweep", default="", help="Triton matmul PREFETCH values (K tiles of weights pulled "
+                   "into L2 before a GEMV waits for the previous kernel) to profile the triton step with, e.g. 0,4,16")
     a = p.parse_args(argv)
 
     def log(msg):
@@ -245,6 +247,17 @@ def main(argv=None):
         save()
     if a.stream_sweep:
         res["stream_sweep"] = stream_sweep(copy_gbps, log)
+        save()
+    for v in [int(x) for x in a.prefetch_sweep.split(",") if x]:
+        tb = backends.get("triton")
+        tb.set_config("matmul", torch.bfloat16, {"PREFETCH": v})
+        try:
+            log(f"-- triton matmul PREFETCH={v}")
+            r = decode_profile("triton", a.layers, a.ctx, copy_gbps, log)
+            res.setdefault("prefetch_sweep", []).append({"PREFETCH": v, **r})
+        finally:
+            tb.set_config("matmul", torch.bfloat16, None)
+        torch.cuda.empty_cache()
         save()
     if not a.skip_model:
         for name in [s for s in a.backends.split(",") if s]:

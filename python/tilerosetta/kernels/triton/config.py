@@ -39,9 +39,9 @@ _GPU: dict[str, dict[str, dict[str, Any]]] = {
     # no gain for the GEMVs (matmul kernels 1151 us vs 1141 + 10 us of reduces) and made attention slower
     # (the last program's serial merge of 32 splits: 143 us per step vs 75 us with the combine kernel).
     "matmul": {"*": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
-                     "num_stages": 3, "SPLIT_K": 0, "FIXUP": 0},
+                     "num_stages": 3, "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 0},
                "fp32": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
-                        "num_stages": 3, "SPLIT_K": 0, "FIXUP": 0}},
+                        "num_stages": 3, "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 0}},
     # TMA: 1 = tensor-descriptor loads/stores (attention.py); 0 = pointer loads (cp.async). SPLIT_MIN_BLOCKS:
     # key tiles per split-KV chunk at least (kernels/attention_split.py; decode only). FIXUP: 1 = a split
     # tile's last program merges the splits (one launch), 0 = a separate combine kernel.
@@ -53,8 +53,10 @@ _GPU["bmm"] = _GPU["matmul"]
 # Small M (decode: 1..64 tokens) is a weight stream: narrow column panels and deep K tiles give many
 # programs (with split-K, >= 4 per SM) that each keep 3 B tiles of 16 KB in flight (128-bit loads).
 _MATMUL_SMALL_M = 64
+# PREFETCH (with PDL, kernels/triton/pdl.py): BLOCK_K tiles of its weight panel each program pulls into L2
+# before it waits for the previous kernel of the step.
 _MATMUL_SMALL = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4,
-                 "SPLIT_K": 0, "FIXUP": 0}
+                 "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 4}
 # Decode (G * S <= 64 query rows per K/V head, one 16-row tile against the cache): 128-key TMA tiles, 4 warps,
 # 2 stages and split-KV chunks of one key tile (256 programs at B=1, Hkv=8, 4096 keys). decode_profile
 # --attention-sweep on the H200 (B1 H32 Hkv8 D128, 4096 keys, 24 caches back to back in one graph): 10.0 us

@@ -34,11 +34,17 @@ REDUCE_ELEMENTS = 4096  # fp32 partials one reduce program loads at once (16 KB 
 
 
 @triton.jit
+def _prefetch_l2(ptrs, mask):
+    """prefetch.global.L2 of each pointer's line where mask is set (no register result, nothing waits)."""
+    tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.b32 $0, 0; }",
+                              "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ab, stride_bb, stride_ob, stride_ws,
                   N_SPLIT, K_CHUNK, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FIXUP: tl.constexpr,
-                  PDL: tl.constexpr = False):
-    pdl.enter(PDL)
+                  PREFETCH_ROWS: tl.constexpr = 0, PREFETCH_LINES: tl.constexpr = 1, PDL: tl.constexpr = False):
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     # One flat program axis of (batch entry, K split, output tile), tile fastest: Bt may exceed axis 1's
@@ -62,6 +68,14 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ab, st
         batch = rest.to(tl.int64)
         lo = 0
         hi = K
+    if PDL and PREFETCH_ROWS > 0:
+        # Before waiting for the previous kernel: B (a decode step's weights) is not written by it, so the
+        # first PREFETCH_ROWS rows of this program's B panel are pulled into L2 while it finishes.
+        pf_rows = lo + tl.arange(0, PREFETCH_ROWS)
+        pf_cols = pid_n * BLOCK_N + tl.arange(0, PREFETCH_LINES) * (BLOCK_N // PREFETCH_LINES)
+        pf_ptrs = b_ptr + batch * stride_bb + pf_rows[:, None].to(tl.int64) * N + pf_cols[None, :]
+        _prefetch_l2(pf_ptrs, (pf_rows[:, None] < hi) & (pf_cols[None, :] < N))
+    pdl.enter(PDL)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -128,11 +142,17 @@ def prepare_batched(a, b, out, batch, m, n, k, cfg):
     ws = torch.empty((n_split, total), dtype=torch.float32, device=a.device) if split else out
     counters = arrival_counters.region(a.device, tiles) if split and cfg.get("FIXUP", 1) else None
     fixup = counters is not None
+    # PREFETCH: B rows (in BLOCK_K tiles) each program pulls into L2 before it waits for the previous kernel
+    # (PDL only); one prefetch per 128-byte line of the program's BLOCK_N columns.
+    pf = cfg.get("PREFETCH", 0)
+    pf_rows = min(triton.next_power_of_2(pf * bk), triton.next_power_of_2(chunk)) if pf else 0
+    pf_lines = max(1, bn * b.dtype.itemsize // 128)
     launches = [Launch(matmul_kernel, (tiles * n_split,),
                        (a, b, out, ws, counters if fixup else out, m, n, k, m * k, k * n, m * n, total, n_split,
                         chunk),
                        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": cfg["GROUP_M"],
-                        "INPUT_PRECISION": precision, "SPLIT": split, "FIXUP": fixup},
+                        "INPUT_PRECISION": precision, "SPLIT": split, "FIXUP": fixup, "PREFETCH_ROWS": pf_rows,
+                        "PREFETCH_LINES": pf_lines},
                        {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})]
     if split and not fixup:
         sp2 = triton.next_power_of_2(n_split)
