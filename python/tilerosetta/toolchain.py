@@ -128,8 +128,8 @@ _ENV_DATA_KEYS = tuple(os.environ.encodekey(k) for k in _ENV_KEYS) if hasattr(os
 
 def _activation_env() -> tuple:
     if _ENV_DATA is not None and _ENV_DATA_KEYS is not None:
-        return tuple(_ENV_DATA.get(k) for k in _ENV_DATA_KEYS)
-    return tuple(os.environ.get(k) for k in _ENV_KEYS)
+        return tuple(map(_ENV_DATA.get, _ENV_DATA_KEYS))  # map, not a genexpr: activate() runs per launch
+    return tuple(map(os.environ.get, _ENV_KEYS))
 
 
 def activate() -> Toolchain:
