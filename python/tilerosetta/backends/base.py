@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import torch
 
+from tilerosetta import tuning as _tuning  # stdlib-only module; imported here, not per call (~0.5 µs each)
 from tilerosetta.errors import BackendUnavailable, OpMissing, TileRosettaError, runtime_failure
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -413,22 +414,26 @@ class Backend:
             **self.default_config(op, dtype, dims), **self.forced_config(op, dtype)})
 
     def _memoised(self, kind: str, op: str, dtype: torch.dtype, dims: dict[str, int], compute) -> dict[str, Any]:
-        from tilerosetta import tuning
+        return dict(self._memo_value(kind, op, dtype, dims, compute))  # a copy: callers may change theirs
 
-        token = (tuning.generation(), tuning.lookup)
+    def _memo_value(self, kind: str, op: str, dtype: torch.dtype, dims: dict[str, int], compute):
+        """compute() kept per (kind, op, dtype, dims) until set_config or the tuned table changes (a None
+        answer is not kept). What config_for and the adapters' launch-path lookups (tile_cpp's kernel
+        name) share."""
+        token = (_tuning.generation(), _tuning.lookup)
         memo = self.__dict__.get("_config_memo")
         if memo is None or memo[0] != token:
             memo = self._config_memo = (token, {})
         key = (kind, op, dtype, tuple(dims.items()))
-        cfg = memo[1].get(key)
-        if cfg is None:
-            cfg = compute()
+        value = memo[1].get(key)
+        if value is None:
+            value = compute()
             if len(memo[1]) >= 4096:  # random shapes must not grow it without bound
                 memo[1].clear()
-            memo[1][key] = cfg
-            if token != (tuning.generation(), tuning.lookup):  # the lookup itself saw a newer table
+            memo[1][key] = value
+            if token != (_tuning.generation(), _tuning.lookup):  # the lookup itself saw a newer table
                 self.__dict__.pop("_config_memo", None)
-        return dict(cfg)
+        return value
 
     def set_config(self, op: str, dtype: torch.dtype, config: dict[str, Any] | None) -> None:
         """Force config's keys for later calls of op/dtype (None or {} restores the default). Sweeps use

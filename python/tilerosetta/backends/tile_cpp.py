@@ -196,8 +196,12 @@ class TileCppBackend(Backend):
                              f"choose one of {space} (or add it to cpp/include/tr_kernels.h)")
 
     def kernel_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> str:
-        """The name of the instantiated kernel a call with these dims uses (the search over the module's
-        kernels is kept per config: a launch path asks on every call)."""
+        """The name of the instantiated kernel a call with these dims uses. A launch path asks on every call:
+        the answer is kept per (op, dtype, dims) beside config_for's, so set_config and a changed tuned table
+        drop it the same way."""
+        return self._memo_value("kernel", op, dtype, dims, lambda: self._search_kernel(op, dtype, dims))
+
+    def _search_kernel(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> str:
         cfg = self.config_for(op, dtype, dims)
         for key in CALL_FIXED.get(op, ()):
             cfg[key] = dims[key]
