@@ -26,7 +26,10 @@ class Launch(NamedTuple):
 
 def run(launches: list[Launch]) -> None:
     for lx in launches:
-        lx.kernel[lx.grid](*lx.args, **lx.constexprs, **lx.options)
+        # kernel[grid](...) is Triton's KernelInterface.__getitem__: a lambda calling run(grid=grid,
+        # warmup=False, ...) (JITFunction, the interpreter's InterpretedFunction, autotuners alike). Calling
+        # run directly is the same launch without a lambda built per call.
+        lx.kernel.run(*lx.args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options)
 
 
 def row_launch(block_kernel, loop_kernel, tensors: tuple, scalars: tuple, cfg: dict[str, Any]) -> list[Launch]:
