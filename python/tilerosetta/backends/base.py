@@ -177,6 +177,31 @@ def destination_from_returning(op: str, fn: Callable) -> Callable:
     return destination
 
 
+_NO_PLAN = object()  # launch_plan: a signature not seen yet (None = seen, not kept)
+_PLAIN = (int, float, bool, type(None))
+
+
+def _launch_template(launches: list, tensors: tuple):
+    """((launch with None for each tensor argument, ((arg index, tensor position), ...)), ...), or None when
+    the launches hold anything else than the call's own tensors and plain values (see launch_plan)."""
+    ids = [id(t) for t in tensors]
+    if len(set(ids)) != len(ids):  # a tensor passed twice: its position would be ambiguous
+        return None
+    out = []
+    for lx in launches:
+        args, slots = list(lx.args), []
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                if id(a) not in ids:  # a view or a workspace made for this call
+                    return None
+                args[i] = None
+                slots.append((i, ids.index(id(a))))
+            elif type(a) not in _PLAIN:
+                return None
+        out.append((lx._replace(args=tuple(args)), tuple(slots)))
+    return tuple(out)
+
+
 # torch's current CUDA stream as a raw handle (cudaStream_t as an int), from the device index: what Triton's
 # own driver (triton/backends/driver.py) and Inductor's generated code call. torch.cuda.current_stream(device)
 # .cuda_stream gives the same handle but parses the device and builds a Stream object on every call (~10 µs
@@ -420,20 +445,64 @@ class Backend:
         """compute() kept per (kind, op, dtype, dims) until set_config or the tuned table changes (a None
         answer is not kept). What config_for and the adapters' launch-path lookups (tile_cpp's kernel
         name) share."""
+        token, memo = self._current_memo()
+        key = (kind, op, dtype, tuple(dims.items()))
+        value = memo.get(key)
+        if value is None:
+            value = compute()
+            if len(memo) >= 4096:  # random shapes must not grow it without bound
+                memo.clear()
+            memo[key] = value
+            if token != (_tuning.generation(), _tuning.lookup):  # the lookup itself saw a newer table
+                self.__dict__.pop("_config_memo", None)
+        return value
+
+    def _current_memo(self) -> tuple[tuple, dict]:
+        """(token, the memo dict) valid for the tuned table and forced configs as they are now."""
         token = (_tuning.generation(), _tuning.lookup)
         memo = self.__dict__.get("_config_memo")
         if memo is None or memo[0] != token:
             memo = self._config_memo = (token, {})
-        key = (kind, op, dtype, tuple(dims.items()))
-        value = memo[1].get(key)
-        if value is None:
-            value = compute()
-            if len(memo[1]) >= 4096:  # random shapes must not grow it without bound
-                memo[1].clear()
-            memo[1][key] = value
-            if token != (_tuning.generation(), _tuning.lookup):  # the lookup itself saw a newer table
-                self.__dict__.pop("_config_memo", None)
-        return value
+        return token, memo[1]
+
+    def launch_plan(self, op: str, tensors: tuple, params: dict[str, Any], prepare: Callable[[], list]):
+        """The launches of one call as [(launch, args)], kept per call signature (issue 14 item 7).
+
+        prepare() (the adapter's planner applied to this call: config_for, then the kernel module's
+        prepare) returns a list of launch NamedTuples with an `args` field. Every argument that is one of
+        the call's tensors is kept as its position, the rest as the values themselves: a later call of the
+        same signature (device, each tensor's dtype, shape and strides, each param's type and value) gets
+        the same launches with its own tensors, and no planner runs. Kept only when each argument is one of
+        the call's tensors or a plain int, float, bool or None, and the call passes no tensor twice: a plan
+        holding a view, a workspace or a descriptor depends on more than the signature, so such a call
+        runs prepare() every time. The plans live in config_for's memo, so set_config and a changed tuned
+        table drop them too. `launch.args` of a kept plan holds None where a tensor goes: use `args`."""
+        try:
+            key = ("launch", op, tensors[0].get_device(), tuple([(t.dtype, t.shape, t.stride()) for t in tensors]),
+                   tuple([(k, type(v), v) for k, v in params.items()]) if params else ())
+            memo = self._current_memo()[1]
+            plan = memo.get(key, _NO_PLAN)
+        except (AttributeError, TypeError, IndexError):  # not tensors, unhashable params: no plan, the call says
+            return [(lx, lx.args) for lx in prepare()]
+        if plan is _NO_PLAN:  # first call of this signature: plan it and keep the template if it is one
+            launches = prepare()
+            template = _launch_template(launches, tensors)
+            if len(memo) >= 4096:
+                memo.clear()
+            memo[key] = template
+            return [(lx, lx.args) for lx in launches]
+        if plan is None:  # this signature's launches depend on more than the signature
+            return [(lx, lx.args) for lx in prepare()]
+        out = []
+        for lx, slots in plan:
+            if slots:
+                args = list(lx.args)
+                for i, j in slots:
+                    args[i] = tensors[j]
+                out.append((lx, args))
+            else:
+                out.append((lx, lx.args))
+        return out
 
     def set_config(self, op: str, dtype: torch.dtype, config: dict[str, Any] | None) -> None:
         """Force config's keys for later calls of op/dtype (None or {} restores the default). Sweeps use

@@ -81,12 +81,16 @@ class CuTilePyBackend(Backend):
 
                 bound.update(launch=ct.launch, prepare=prepare_fn(op))
             toolchain.activate()  # idempotent; a JIT compile may happen inside ct.launch
-            cfg = self.config_for(op, tensors[0].dtype, spec.dims_of(tensors[:n_tensors]))
-            launches = bound["prepare"](*tensors, cfg, **params)
+
+            def prepare():
+                cfg = self.config_for(op, tensors[0].dtype, spec.dims_of(tensors[:n_tensors]))
+                return bound["prepare"](*tensors, cfg, **params)
+
+            plan = self.launch_plan(op, tensors, params, prepare)  # planned once per call signature
             stream = current_stream(tensors[0])  # torch's current stream on the tensors' device (cached object)
             launch = bound["launch"]
-            for lx in launches:
-                launch(stream, lx.grid, lx.kernel, lx.args)
+            for lx, args in plan:
+                launch(stream, lx.grid, lx.kernel, tuple(args))
 
         fn.__name__ = op
         return fn
