@@ -2,7 +2,8 @@
 cost per call), so cutile_py and triton skip config_for and the kernel module's prepare on a repeated call.
 A kept plan must never serve a call it was not planned for: each field of the signature (device, dtype,
 shape, strides of every tensor, each param's type and value) and set_config must lead to a fresh plan, and
-the tensors launched are always the call's own."""
+the tensors launched are always the call's own. Also the cheap reads of torch's current stream that the
+native backends (raw handle) and cutile_py (a kept Stream object) launch on."""
 
 from __future__ import annotations
 
@@ -181,3 +182,56 @@ def test_cutile_py_launches_what_its_planner_gives_on_every_call(monkeypatch):
                             assert x.shape == y.shape, (op, case.name)
                 checked += 1
     assert checked >= 2 * len(OP_NAMES)
+
+
+# ---- torch's current stream, cheaply ----------------------------------------------------------------
+class _CudaLike:
+    """Says it is a CUDA tensor on device `index` (the helpers read only is_cuda and get_device())."""
+
+    is_cuda = True
+
+    def __init__(self, index):
+        self.index = index
+
+    def get_device(self):
+        return self.index
+
+
+class _Stream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+def test_current_stream_handle_follows_the_current_stream(monkeypatch):
+    from tilerosetta.backends import base
+
+    current = {0: 111, 1: 222}
+    monkeypatch.setattr(base, "_raw_stream", lambda index: current[index])
+    assert base.current_stream_handle(torch.zeros(1)) == 0  # not a CUDA tensor: the native layer refuses it
+    assert base.current_stream_handle(_CudaLike(1)) == 222  # the tensor's own device, not the current one
+    current[1] = 333  # torch.cuda.stream(s) switched it: read again on every call, never kept
+    assert base.current_stream_handle(_CudaLike(1)) == 333
+
+
+def test_current_stream_object_is_kept_per_device_and_handle(monkeypatch):
+    from tilerosetta.backends import base
+
+    current, made = {0: 111}, []
+
+    def torch_current_stream(index):
+        made.append(index)
+        return _Stream(current[index])
+    monkeypatch.setattr(base, "_raw_stream", lambda index: current[index])
+    monkeypatch.setattr(base.torch.cuda, "current_stream", torch_current_stream)
+    monkeypatch.setattr(base, "_STREAMS", {})
+    first = base.current_stream(_CudaLike(0))
+    assert first.cuda_stream == 111 and base.current_stream(_CudaLike(0)) is first and made == [0]
+    current[0] = 444  # another stream made current: a Stream object for it, not the kept one
+    other = base.current_stream(_CudaLike(0))
+    assert other.cuda_stream == 444 and other is not first
+    current[0] = 111
+    assert base.current_stream(_CudaLike(0)) is first
+    # torch answering with an object of another handle (a race with a stream switch) is used, not kept
+    monkeypatch.setattr(base.torch.cuda, "current_stream", lambda index: _Stream(999))
+    current[0] = 555
+    assert base.current_stream(_CudaLike(0)).cuda_stream == 999 and (0, 555) not in base._STREAMS
