@@ -226,7 +226,10 @@ _STREAMS: dict[tuple[int, int], torch.cuda.Stream] = {}
 def current_stream(t: torch.Tensor) -> torch.cuda.Stream:
     """torch's current stream on t's CUDA device as a torch Stream object (for runtimes that take one, such
     as cuda.tile's launch), kept per (device, raw handle): the object only carries the handle, so the one
-    built when this handle was first current stands for it on later calls (same handle, same stream)."""
+    built when this handle was first current stands for it on later calls (same handle, same stream). A
+    tensor off CUDA gets torch's own answer (which refuses it), as before this shortcut."""
+    if not t.is_cuda:
+        return torch.cuda.current_stream(t.device)
     index = t.get_device()
     key = (index, _raw_stream(index))
     stream = _STREAMS.get(key)
