@@ -113,7 +113,7 @@ class CuTileRsBackend(Backend):
     def request(self, op: str, tensors: tuple[torch.Tensor, ...], params: dict[str, Any]):
         """The plain arguments Rust receives (also used by the CPU tests of the validation path). Runs on
         every call: what depends only on the op (argument names, param declarations) is worked out once."""
-        names, decls = self._op_layout(op)
+        spec, names, decls = self._op_layout(op)
         t0 = tensors[0]
         dtype = t0.dtype
         scalars = {}
@@ -135,17 +135,17 @@ class CuTileRsBackend(Backend):
                   for n, t in zip(names, tensors)]
         # Only what differs from the crate's own table (valid tuned entry, forced keys on top): Rust resolves
         # its builtin default from the call itself (rust/src/config.rs `resolve`) and merges these over it.
-        overrides = self.config_overrides(op, dtype, get_spec(op).dims_of(tensors))
+        overrides = self.config_overrides(op, dtype, spec.dims_of(tensors))
         config = {k: int(v) for k, v in overrides.items()} if overrides else {}
         return (op, dtype_name(dtype), device, current_stream_handle(t0), arrays, scalars, config)
 
     def _op_layout(self, op: str):
-        """(argument names, ((param, declaration), ...)) of op, from its spec, kept per op."""
+        """(spec, argument names, ((param, declaration), ...)) of op, kept per op."""
         layouts = self.__dict__.setdefault("_layouts", {})
         layout = layouts.get(op)
         if layout is None:
             spec = get_spec(op)
-            layout = layouts[op] = (tuple(spec.inputs) + tuple(spec.outputs), tuple(spec.params.items()))
+            layout = layouts[op] = (spec, tuple(spec.inputs) + tuple(spec.outputs), tuple(spec.params.items()))
         return layout
 
     def _make(self, op: str) -> Callable:
