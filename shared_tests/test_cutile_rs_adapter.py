@@ -58,7 +58,9 @@ def test_request_carries_plain_integers():
     assert (op, dtype, device, stream) == ("attention", "fp16", 0, 0)
     assert [a[0] for a in arrays] == ["q", "k", "v", "out"]
     assert arrays[0][1] == q.data_ptr() and arrays[3][1] == out.data_ptr()
-    assert arrays[0][2:] == ([2, 3, 5, 64], [960, 320, 64, 1], "fp16", "cpu")  # each tensor's dtype, device
+    name, ptr, shape, strides, *rest = arrays[0]
+    assert all(type(x) is int for x in (*shape, *strides))  # plain ints (a torch.Size / stride tuple carries them)
+    assert (list(shape), list(strides), *rest) == ([2, 3, 5, 64], [960, 320, 64, 1], "fp16", "cpu")  # dtype, device
     assert scalars == {"causal": 1.0, "scale": pytest.approx(1 / math.sqrt(64))}
     assert config == {}
     _, _, _, _, _, scalars, _ = b.request("rms_norm", (torch.zeros(2, 4), torch.zeros(4), torch.zeros(2, 4)),
@@ -110,6 +112,24 @@ def _args(op, dtype="fp32", **shapes):
     # every spec param as the adapter sends it: a float (causal 0/1; scale None resolved, here 1/sqrt(64))
     scalars = {k: 0.125 if v is None else float(v) for k, v in SPECS[op].full_params({}).items()}
     return [op, dtype, 0, 0, arrays, scalars, {}]
+
+
+@needs_ext
+def test_the_extension_reads_what_request_sends():
+    """request() hands Rust each tensor's torch.Size and stride() tuple as they are (no list copies, a host
+    cost saving): the extension must read them as the ints they hold. CPU tensors reach Rust's device check
+    (refused); the same request with the devices said to be cuda:0 validates, shapes and strides included."""
+    b = CuTileRsBackend()
+    x, w, out = torch.zeros(6, 32), torch.ones(32), torch.zeros(6, 32)
+    args = list(b.request("rms_norm", (x, w, out), {"eps": 1e-6}))
+    with pytest.raises(ValueError, match="cpu"):
+        ext.validate(*args)
+    args[4] = [(*a[:5], "cuda:0") for a in args[4]]
+    assert isinstance(ext.validate(*args), dict)
+    wrong = torch.zeros(6, 16)  # a stale or misread shape would pass; this one must be refused by Rust
+    args[4][2] = ("out", wrong.data_ptr(), wrong.shape, wrong.stride(), "fp32", "cuda:0")
+    with pytest.raises(ValueError, match="out"):
+        ext.validate(*args)
 
 
 def _valid_shapes(op: str) -> dict[str, tuple[int, ...]]:

@@ -113,6 +113,60 @@ def test_refuses_wrong_dtype():
     refused("vector_add_fp32_1024", [a, b, o], op="vector_add", arg="a", match="float64")
 
 
+class _DtypeLike:
+    """Not a torch.dtype: the module must read its str on every call (it keeps only torch's own dtypes)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+
+def test_dtype_and_device_are_read_on_every_call():
+    """The module keeps the short name of each torch.dtype it has seen and reads the rest of each tensor
+    through a fast path (issue 14 item 7: host cost): none of it may serve a stale answer."""
+    kernel = "vector_add_fp32_1024"
+    a, b, o = fakes("vector_add", {"N": 1000})
+    assert mod.plan(kernel, [a, b, o], {})
+    for dt in (torch.float16, torch.bfloat16, torch.float32):  # the same kernel, each dtype in turn
+        o.dtype = dt
+        if dt == torch.float32:
+            assert mod.plan(kernel, [a, b, o], {})
+        else:
+            refused(kernel, [a, b, o], op="vector_add", arg="out", match=dtype_name(dt))
+    like = _DtypeLike("torch.float32")
+    o.dtype = like
+    assert mod.plan(kernel, [a, b, o], {})
+    like.text = "torch.float16"  # a stand-in whose answer changes is not taken from a cache
+    refused(kernel, [a, b, o], op="vector_add", arg="out", match="fp16")
+    o.dtype = torch.float32
+    o.device = torch.device("cuda", 1)  # the index is read too, not just the type
+    refused(kernel, [a, b, o], op="vector_add", arg="out", match="cuda:1")
+    o.device = torch.device("cuda", 0)
+    o.shape = (1000.0,)  # a float extent is refused, not truncated
+    refused(kernel, [a, b, o], op="vector_add", arg="out", exc=TypeError, match="FakeTensor")
+    o.shape = (1000,)
+    assert mod.plan(kernel, [a, b, o], {})["dims"] == {"N": 1000}
+
+
+def test_a_property_that_raises_is_reported():
+    class Raising(FakeTensor):
+        @property
+        def device(self):
+            raise RuntimeError("device went away")
+
+        @device.setter
+        def device(self, value):
+            pass
+
+    a, b, o = fakes("vector_add", {"N": 8})
+    bad = Raising((8,))
+    refused("vector_add_fp32_1024", [a, b, bad], op="vector_add", arg="out", exc=TypeError, match="device went away")
+    del b._strides  # stride() now fails inside the call (AttributeError of its own): named, not a crash
+    refused("vector_add_fp32_1024", [a, b, o], op="vector_add", arg="b", exc=TypeError, match="_strides")
+
+
 def test_refuses_wrong_shape_and_rank():
     x, out = fakes("softmax", {"M": 17, "N": 129})
     out.shape = (17, 128)

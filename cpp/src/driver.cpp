@@ -118,9 +118,9 @@ struct ContextGuard {
   explicit ContextGuard(int device) {
     Driver& d = ready();
     CUcontext want = primary_context(device);
-    check(d.cuCtxGetCurrent(&previous), "cuCtxGetCurrent");
+    if (CUresult r = d.cuCtxGetCurrent(&previous); r != 0) fail(r, "cuCtxGetCurrent");
     if (previous != want) {
-      check(d.cuCtxSetCurrent(want), "cuCtxSetCurrent");
+      if (CUresult r = d.cuCtxSetCurrent(want); r != 0) fail(r, "cuCtxSetCurrent");
       switched = true;
     }
   }
@@ -205,9 +205,10 @@ void launch(int device, CUfunction f, const unsigned grid[3], void** args, std::
             const std::string& what) {
   Driver& d = ready();
   ContextGuard guard(device);
-  check(d.cuLaunchKernel(f, grid[0], grid[1], grid[2], 1, 1, 1, 0, reinterpret_cast<CUstream>(stream),
-                         args, nullptr),
-        "cuLaunchKernel(" + what + ")");
+  // The message is built only on failure (this runs on every launch).
+  CUresult r = d.cuLaunchKernel(f, grid[0], grid[1], grid[2], 1, 1, 1, 0, reinterpret_cast<CUstream>(stream), args,
+                                nullptr);
+  if (r != 0) fail(r, "cuLaunchKernel(" + what + ")");
 }
 
 }  // namespace tr

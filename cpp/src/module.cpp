@@ -9,6 +9,7 @@
 
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "driver.h"
 #include "embedded.h"
@@ -56,16 +57,24 @@ const std::vector<tr::KernelInfo>& kernel_table() {
   return table;
 }
 
+// Every launch names its kernel: a hash lookup (the table has ~120 entries, searched by string before).
 const tr::KernelInfo& find_kernel(const std::string& name) {
-  for (auto& k : kernel_table())
-    if (k.name == name) return k;
+  static const std::unordered_map<std::string, const tr::KernelInfo*> by_name = [] {
+    std::unordered_map<std::string, const tr::KernelInfo*> m;
+    for (auto& k : kernel_table()) m.emplace(k.name, &k);
+    return m;
+  }();
+  if (auto it = by_name.find(name); it != by_name.end()) return *it->second;
   throw py::value_error("tile_cpp: unknown kernel '" + name + "'; kernels() lists the instantiated ones");
 }
 
 bool has_cubin(const std::string& op) {
-  for (size_t i = 0; i < tr_num_cubins; ++i)
-    if (op == tr_cubins[i].op) return true;
-  return false;
+  static const std::set<std::string> ops = [] {
+    std::set<std::string> s;
+    for (size_t i = 0; i < tr_num_cubins; ++i) s.insert(tr_cubins[i].op);
+    return s;
+  }();
+  return ops.count(op) != 0;
 }
 
 py::dict kernel_dict(const tr::KernelInfo& k) {
@@ -79,9 +88,8 @@ py::dict kernel_dict(const tr::KernelInfo& k) {
 // a16: None = the aligned twin when the call allows it (the default), False = always the generic body,
 // True = the aligned twin or a ValueError. The probe (tools/probe_tile_cpp.py) uses it to time and check
 // each twin on its own.
-tr::Plan checked_plan(const std::string& kernel, const py::sequence& tensors, const py::dict& params,
+tr::Plan checked_plan(const tr::KernelInfo& k, const py::sequence& tensors, const py::dict& params,
                       const py::object& a16 = py::none()) {
-  const tr::KernelInfo& k = find_kernel(kernel);
   tr::Plan plan;
   try {
     plan = tr::make_plan(k, tensors, params);
@@ -102,8 +110,8 @@ tr::Plan checked_plan(const std::string& kernel, const py::sequence& tensors, co
 
 void launch(const std::string& kernel, const py::sequence& tensors, const py::dict& params,
             std::uintptr_t stream, const py::object& a16) {
-  tr::Plan plan = checked_plan(kernel, tensors, params, a16);  // refuse before touching the driver
   const tr::KernelInfo& k = find_kernel(kernel);
+  tr::Plan plan = checked_plan(k, tensors, params, a16);  // refuse before touching the driver
   if (!has_cubin(k.op)) throw std::runtime_error("tile_cpp." + k.op + ": no cubin of this op was built");
   try {
     tr::CUfunction f = tr::get_function(plan.device, k.op, plan.function);
@@ -165,7 +173,7 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
 
   m.def("plan", [](const std::string& kernel, const py::sequence& tensors, const py::dict& params,
                    const py::object& a16) {
-    tr::Plan p = checked_plan(kernel, tensors, params, a16);
+    tr::Plan p = checked_plan(find_kernel(kernel), tensors, params, a16);
     py::dict d;
     d["grid"] = py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
     d["device"] = p.device;

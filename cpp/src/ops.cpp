@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 namespace py = pybind11;
@@ -59,6 +60,43 @@ std::string dtype_short(const std::string& s) {
 
 int element_size(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
 
+// The dtype's short name. torch's dtypes are immutable singletons, so the name of each one seen is kept
+// (with a reference, so the object and its address stay valid): str(dtype) and its parsing ran per tensor
+// and call before. Any other object (a duck-typed stand-in) is read afresh every time.
+std::string dtype_of(py::handle dtype) {
+  static std::vector<std::pair<PyObject*, std::string>> seen;  // the GIL is held: no lock needed
+  const bool torch_dtype = std::strcmp(Py_TYPE(dtype.ptr())->tp_name, "torch.dtype") == 0;
+  if (torch_dtype)
+    for (const auto& [obj, name] : seen)
+      if (obj == dtype.ptr()) return name;
+  std::string name = dtype_short(py::str(dtype));
+  if (torch_dtype && seen.size() < 64) seen.emplace_back(py::reinterpret_borrow<py::object>(dtype).release().ptr(), name);
+  return name;
+}
+
+// A shape or stride sequence as int64s: a tuple (torch.Size, stride()) item by item without an iterator
+// object; an int item without pybind11's caster; anything else as before (pybind11 casts, which refuse a
+// float).
+void read_ints(py::handle seq, std::vector<std::int64_t>& out) {
+  PyObject* p = seq.ptr();
+  if (!PyTuple_Check(p)) {
+    for (auto e : seq) out.push_back(e.cast<std::int64_t>());
+    return;
+  }
+  const Py_ssize_t n = PyTuple_GET_SIZE(p);
+  out.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* e = PyTuple_GET_ITEM(p, i);
+    if (!PyLong_Check(e)) {
+      out.push_back(py::handle(e).cast<std::int64_t>());
+      continue;
+    }
+    long long v = PyLong_AsLongLong(e);
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();  // past int64: OverflowError
+    out.push_back(v);
+  }
+}
+
 TensorArg read_tensor(const std::string& op, const std::string& name, py::handle obj) {
   auto fail_type = [&](const std::string& what) {
     throw ArgError{op, name,
@@ -66,19 +104,50 @@ TensorArg read_tensor(const std::string& op, const std::string& name, py::handle
                        std::string(py::str(py::type::of(obj).attr("__name__"))) + what,
                    true};
   };
-  for (const char* attr : {"data_ptr", "shape", "stride", "dtype", "device"})
-    if (!py::hasattr(obj, attr)) fail_type(std::string(" (no '") + attr + "')");
+  // Each attribute is looked up once (no hasattr first: that doubled the lookups of every call), all five
+  // before any is used, so a missing one is named as before.
+  static const char* const kAttrs[] = {"data_ptr", "shape", "stride", "dtype", "device"};
+  py::object attrs[5];
+  for (int a = 0; a < 5; ++a) {
+    PyObject* v = PyObject_GetAttrString(obj.ptr(), kAttrs[a]);
+    if (!v) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        py::error_already_set e;
+        fail_type(std::string(" (") + e.what() + ")");
+      }
+      PyErr_Clear();
+      fail_type(std::string(" (no '") + kAttrs[a] + "')");
+    }
+    attrs[a] = py::reinterpret_steal<py::object>(v);
+  }
   TensorArg t;
   try {
-    t.ptr = obj.attr("data_ptr")().cast<std::uint64_t>();
-    for (auto e : obj.attr("shape")) t.shape.push_back(e.cast<std::int64_t>());
-    for (auto e : obj.attr("stride")()) t.stride.push_back(e.cast<std::int64_t>());
-    t.dtype = dtype_short(py::str(obj.attr("dtype")));
-    py::object dev = obj.attr("device");
-    t.device_type = py::str(py::hasattr(dev, "type") ? py::object(dev.attr("type")) : dev);
-    py::object idx = py::none();
-    if (py::hasattr(dev, "index")) idx = dev.attr("index");
-    t.device_index = idx.is_none() ? 0 : idx.cast<int>();
+    t.ptr = attrs[0]().cast<std::uint64_t>();
+    read_ints(attrs[1], t.shape);
+    read_ints(attrs[2](), t.stride);
+    t.dtype = dtype_of(attrs[3]);
+    // device.type and device.index (torch.device); an object without them is read as its str, index 0.
+    py::handle dev = attrs[4];
+    PyObject* type = PyObject_GetAttrString(dev.ptr(), "type");
+    if (type) {
+      py::object owned = py::reinterpret_steal<py::object>(type);
+      t.device_type = PyUnicode_Check(type) ? owned.cast<std::string>() : std::string(py::str(owned));
+    } else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      PyErr_Clear();
+      t.device_type = py::str(dev);
+    } else {
+      throw py::error_already_set();
+    }
+    t.device_index = 0;
+    PyObject* idx = PyObject_GetAttrString(dev.ptr(), "index");
+    if (idx) {
+      py::object owned = py::reinterpret_steal<py::object>(idx);
+      if (!owned.is_none()) t.device_index = owned.cast<int>();
+    } else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      PyErr_Clear();
+    } else {
+      throw py::error_already_set();
+    }
   } catch (const py::error_already_set& e) {
     fail_type(std::string(" (") + e.what() + ")");
   } catch (const py::cast_error& e) {

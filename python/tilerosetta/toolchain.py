@@ -128,8 +128,8 @@ _ENV_DATA_KEYS = tuple(os.environ.encodekey(k) for k in _ENV_KEYS) if hasattr(os
 
 def _activation_env() -> tuple:
     if _ENV_DATA is not None and _ENV_DATA_KEYS is not None:
-        return tuple(_ENV_DATA.get(k) for k in _ENV_DATA_KEYS)
-    return tuple(os.environ.get(k) for k in _ENV_KEYS)
+        return tuple(map(_ENV_DATA.get, _ENV_DATA_KEYS))  # map, not a genexpr: activate() runs per launch
+    return tuple(map(os.environ.get, _ENV_KEYS))
 
 
 def activate() -> Toolchain:
@@ -137,7 +137,9 @@ def activate() -> Toolchain:
     Launch paths call it on every call (a JIT compile may happen inside a launch): while the environment
     is what the last activation left, it returns at once (the full check cost ~50 µs per call)."""
     global _ACTIVATED
-    if _ACTIVATED is not None and _ACTIVATED[0] == _activation_env() and find.cache_info().currsize:
+    # find() is a cache hit unless someone cleared it (then it answers a new object and the check runs again):
+    # cheaper than find.cache_info(), which builds a named tuple on every launch.
+    if _ACTIVATED is not None and _ACTIVATED[0] == _activation_env() and find() is _ACTIVATED[1]:
         return _ACTIVATED[1]
     tc = find()
     if tc.root is None:

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import torch
 
+from tilerosetta import tuning as _tuning  # stdlib-only module; imported here, not per call (~0.5 µs each)
 from tilerosetta.errors import BackendUnavailable, OpMissing, TileRosettaError, runtime_failure
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -64,9 +65,11 @@ class _ValidatedOp:
             raise TileRosettaError(spec.name, name, None, f"expected {len(self.names)} {self.arity_word} "
                                                           f"({', '.join(self.names)}), got {len(tensors)}")
         try:
+            # List comprehensions, not generator expressions: this runs on every call, and a genexpr's frame
+            # costs more than the tuples themselves (~0.8 µs of ~2 here, CPU-measured).
             key = (self.backend.device_type,
-                   tuple((type(t), t.shape, t.stride(), t.dtype, t.device) for t in tensors),
-                   tuple((k, type(v), v) for k, v in params.items()))
+                   tuple([(type(t), t.shape, t.stride(), t.dtype, t.device) for t in tensors]),
+                   tuple([(k, type(v), v) for k, v in params.items()]) if params else ())
             plan = self._plans.get(key)
         except (AttributeError, TypeError):  # not tensors, or unhashable params: the full check names it
             return self._validate(tensors, params)
@@ -80,9 +83,10 @@ class _ValidatedOp:
         if pairs:  # what depends on the addresses is checked on every call: (output, other) byte ranges
             ptrs = [t.data_ptr() for t in tensors]
             for i, j, size_i, size_j, same_ok in pairs:
-                if same_ok and ptrs[i] == ptrs[j]:  # a declared in-place pair as the very same tensor
+                pi, pj = ptrs[i], ptrs[j]
+                if same_ok and pi == pj:  # a declared in-place pair as the very same tensor
                     continue
-                if ptrs[i] < ptrs[j] + size_j and ptrs[j] < ptrs[i] + size_i:  # shared bytes: the full check
+                if pi < pj + size_j and pj < pi + size_i:  # shared bytes: the full check
                     bad = spec.overlap(dict(zip(self.names, tensors)))  # names it (or allows in place)
                     if bad:
                         raise TileRosettaError(spec.name, name, *bad)
@@ -128,7 +132,13 @@ class BoundOp(_ValidatedOp):
         return full
 
     def __call__(self, *tensors: torch.Tensor, **params: Any):
-        return self._run(*tensors, **self._checked(tensors, params))
+        full = self._checked(tensors, params)
+        try:  # _run's body, inlined: one Python frame less on the hot path
+            return self.fn(*tensors, **full)
+        except TileRosettaError:
+            raise
+        except Exception as exc:  # name op and backend on every failure from the language runtime
+            raise runtime_failure(self.spec.name, self.backend.name, exc) from exc
 
 
 INT32_ELEMENTS = 2**31 - 1  # the element limit of kernels that index with 32-bit integers
@@ -173,6 +183,72 @@ def destination_from_returning(op: str, fn: Callable) -> Callable:
     destination.__name__ = op
     destination.returning = fn  # so a test can tell the wrapper from a native destination op
     return destination
+
+
+_NO_PLAN = object()  # launch_plan: a signature not seen yet (None = seen, not kept)
+_PLAIN = (int, float, bool, type(None))
+
+
+def _launch_template(launches: list, tensors: tuple):
+    """((launch with None for each tensor argument, ((arg index, tensor position), ...)), ...), or None when
+    the launches hold anything else than the call's own tensors and plain values (see launch_plan)."""
+    ids = [id(t) for t in tensors]
+    if len(set(ids)) != len(ids):  # a tensor passed twice: its position would be ambiguous
+        return None
+    out = []
+    for lx in launches:
+        args, slots = list(lx.args), []
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                if id(a) not in ids:  # a view or a workspace made for this call
+                    return None
+                args[i] = None
+                slots.append((i, ids.index(id(a))))
+            elif type(a) not in _PLAIN:
+                return None
+        out.append((lx._replace(args=tuple(args)), tuple(slots)))
+    return tuple(out)
+
+
+# torch's current CUDA stream as a raw handle (cudaStream_t as an int), from the device index: what Triton's
+# own driver (triton/backends/driver.py) and Inductor's generated code call. torch.cuda.current_stream(device)
+# .cuda_stream gives the same handle but parses the device and builds a Stream object on every call (~10 µs
+# under cProfile, several µs of every launch: issue 14 item 7).
+try:
+    from torch._C import _cuda_getCurrentRawStream as _raw_stream
+except ImportError:  # a torch built without CUDA
+    def _raw_stream(index: int) -> int:
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+def current_stream_handle(t: torch.Tensor) -> int:
+    """The raw handle of torch's current stream on t's CUDA device (what a launch must use so it is ordered
+    with torch's own work and captured by a CUDA graph); 0 when t is not a CUDA tensor (a native layer then
+    refuses the tensor itself). t being a CUDA tensor means torch's CUDA state is initialised already."""
+    return _raw_stream(t.get_device()) if t.is_cuda else 0
+
+
+_STREAMS: dict[tuple[int, int], torch.cuda.Stream] = {}
+
+
+def current_stream(t: torch.Tensor) -> torch.cuda.Stream:
+    """torch's current stream on t's CUDA device as a torch Stream object (for runtimes that take one, such
+    as cuda.tile's launch), kept per (device, raw handle): the object only carries the handle, so the one
+    built when this handle was first current stands for it on later calls (same handle, same stream). A
+    tensor off CUDA gets torch's own answer (which refuses it), as before this shortcut."""
+    if not t.is_cuda:
+        return torch.cuda.current_stream(t.device)
+    index = t.get_device()
+    key = (index, _raw_stream(index))
+    stream = _STREAMS.get(key)
+    if stream is None:
+        stream = torch.cuda.current_stream(index)
+        if stream.cuda_stream != key[1]:  # never cache an object that names another stream
+            return stream
+        if len(_STREAMS) >= 64:  # streams made per call (a user's pool) must not grow it without bound
+            _STREAMS.clear()
+        _STREAMS[key] = stream
+    return stream
 
 
 H200_SM_COUNT = 132  # what sm_count() answers without a GPU, so tables that depend on it read the same on a CPU
@@ -374,22 +450,70 @@ class Backend:
             **self.default_config(op, dtype, dims), **self.forced_config(op, dtype)})
 
     def _memoised(self, kind: str, op: str, dtype: torch.dtype, dims: dict[str, int], compute) -> dict[str, Any]:
-        from tilerosetta import tuning
+        return dict(self._memo_value(kind, op, dtype, dims, compute))  # a copy: callers may change theirs
 
-        token = (tuning.generation(), tuning.lookup)
+    def _memo_value(self, kind: str, op: str, dtype: torch.dtype, dims: dict[str, int], compute):
+        """compute() kept per (kind, op, dtype, dims) until set_config or the tuned table changes (a None
+        answer is not kept). What config_for and the adapters' launch-path lookups (tile_cpp's kernel
+        name) share."""
+        token, memo = self._current_memo()
+        key = (kind, op, dtype, tuple(dims.items()))
+        value = memo.get(key)
+        if value is None:
+            value = compute()
+            if len(memo) >= 4096:  # random shapes must not grow it without bound
+                memo.clear()
+            memo[key] = value
+            if token != (_tuning.generation(), _tuning.lookup):  # the lookup itself saw a newer table
+                self.__dict__.pop("_config_memo", None)
+        return value
+
+    def _current_memo(self) -> tuple[tuple, dict]:
+        """(token, the memo dict) valid for the tuned table and forced configs as they are now."""
+        token = (_tuning.generation(), _tuning.lookup)
         memo = self.__dict__.get("_config_memo")
         if memo is None or memo[0] != token:
             memo = self._config_memo = (token, {})
-        key = (kind, op, dtype, tuple(dims.items()))
-        cfg = memo[1].get(key)
-        if cfg is None:
-            cfg = compute()
-            if len(memo[1]) >= 4096:  # random shapes must not grow it without bound
-                memo[1].clear()
-            memo[1][key] = cfg
-            if token != (tuning.generation(), tuning.lookup):  # the lookup itself saw a newer table
-                self.__dict__.pop("_config_memo", None)
-        return dict(cfg)
+        return token, memo[1]
+
+    def launch_plan(self, op: str, tensors: tuple, params: dict[str, Any], prepare: Callable[[], list]):
+        """The launches of one call as [(launch, args)], kept per call signature (issue 14 item 7).
+
+        prepare() (the adapter's planner applied to this call: config_for, then the kernel module's
+        prepare) returns a list of launch NamedTuples with an `args` field. Every argument that is one of
+        the call's tensors is kept as its position, the rest as the values themselves: a later call of the
+        same signature (device, each tensor's dtype, shape and strides, each param's type and value) gets
+        the same launches with its own tensors, and no planner runs. Kept only when each argument is one of
+        the call's tensors or a plain int, float, bool or None, and the call passes no tensor twice: a plan
+        holding a view, a workspace or a descriptor depends on more than the signature, so such a call
+        runs prepare() every time. The plans live in config_for's memo, so set_config and a changed tuned
+        table drop them too. `launch.args` of a kept plan holds None where a tensor goes: use `args`."""
+        try:
+            key = ("launch", op, tensors[0].get_device(), tuple([(t.dtype, t.shape, t.stride()) for t in tensors]),
+                   tuple([(k, type(v), v) for k, v in params.items()]) if params else ())
+            memo = self._current_memo()[1]
+            plan = memo.get(key, _NO_PLAN)
+        except (AttributeError, TypeError, IndexError):  # not tensors, unhashable params: no plan, the call says
+            return [(lx, lx.args) for lx in prepare()]
+        if plan is _NO_PLAN:  # first call of this signature: plan it and keep the template if it is one
+            launches = prepare()
+            template = _launch_template(launches, tensors)
+            if len(memo) >= 4096:
+                memo.clear()
+            memo[key] = template
+            return [(lx, lx.args) for lx in launches]
+        if plan is None:  # this signature's launches depend on more than the signature
+            return [(lx, lx.args) for lx in prepare()]
+        out = []
+        for lx, slots in plan:
+            if slots:
+                args = list(lx.args)
+                for i, j in slots:
+                    args[i] = tensors[j]
+                out.append((lx, args))
+            else:
+                out.append((lx, lx.args))
+        return out
 
     def set_config(self, op: str, dtype: torch.dtype, config: dict[str, Any] | None) -> None:
         """Force config's keys for later calls of op/dtype (None or {} restores the default). Sweeps use

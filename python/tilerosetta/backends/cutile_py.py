@@ -16,7 +16,7 @@ import importlib.metadata as md
 import torch
 
 from tilerosetta import toolchain
-from tilerosetta.backends.base import Backend
+from tilerosetta.backends.base import Backend, current_stream
 from tilerosetta.kernels.cutile import config as cfgmod
 from tilerosetta.kernels.cutile import prepare_fn
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
@@ -73,16 +73,24 @@ class CuTilePyBackend(Backend):
     def _bind(self, op):
         spec = get_spec(op)
         n_tensors = len(spec.inputs) + len(spec.outputs)
+        bound = {}  # cuda.tile's launch and the op's planner, looked up on the first call (they import cuda.tile)
 
         def fn(*tensors, **params):
-            import cuda.tile as ct
+            if not bound:
+                import cuda.tile as ct
 
+                bound.update(launch=ct.launch, prepare=prepare_fn(op))
             toolchain.activate()  # idempotent; a JIT compile may happen inside ct.launch
-            cfg = self.config_for(op, tensors[0].dtype, spec.dims_of(tensors[:n_tensors]))
-            launches = prepare_fn(op)(*tensors, cfg, **params)
-            stream = torch.cuda.current_stream(tensors[0].device)  # the device given: no current-device lookup
-            for launch in launches:
-                ct.launch(stream, launch.grid, launch.kernel, launch.args)
+
+            def prepare():
+                cfg = self.config_for(op, tensors[0].dtype, spec.dims_of(tensors[:n_tensors]))
+                return bound["prepare"](*tensors, cfg, **params)
+
+            plan = self.launch_plan(op, tensors, params, prepare)  # planned once per call signature
+            stream = current_stream(tensors[0])  # torch's current stream on the tensors' device (cached object)
+            launch = bound["launch"]
+            for lx, args in plan:
+                launch(stream, lx.grid, lx.kernel, tuple(args))
 
         fn.__name__ = op
         return fn

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 
 from tilerosetta import toolchain
-from tilerosetta.backends.base import Backend
+from tilerosetta.backends.base import Backend, current_stream_handle
 from tilerosetta.errors import TileRosettaError, native_refusal
 from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
@@ -31,6 +31,19 @@ MODULE = "tilerosetta_cutile_rs"
 GRID_FOLDS = {"transpose": "ceil(M / BM)", "silu_and_mul": "ceil(H / BH)", "rope": "ceil(S / BS)",
               "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) or ceil(N / BN)", "attention": "ceil(S / BM)"}
 TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
+_CUDA_DEVICE_NAMES: dict[int, str] = {}
+
+
+def _device_str(t: torch.Tensor) -> str:
+    """str(t.device) ("cuda:0", "cpu"), the CUDA spellings kept per index: str(t.device) builds a device
+    object and formats it, per tensor and call."""
+    if not t.is_cuda:
+        return str(t.device)
+    index = t.get_device()
+    name = _CUDA_DEVICE_NAMES.get(index)
+    if name is None:
+        name = _CUDA_DEVICE_NAMES[index] = str(t.device)
+    return name
 
 
 def _import_module():
@@ -98,14 +111,13 @@ class CuTileRsBackend(Backend):
 
     # ---- calls ----------------------------------------------------------------------------------
     def request(self, op: str, tensors: tuple[torch.Tensor, ...], params: dict[str, Any]):
-        """The plain arguments Rust receives (also used by the CPU tests of the validation path)."""
-        from tilerosetta.specs import get_spec
-
-        spec = get_spec(op)
-        names = list(spec.inputs) + list(spec.outputs)
-        dtype = tensors[0].dtype
+        """The plain arguments Rust receives (also used by the CPU tests of the validation path). Runs on
+        every call: what depends only on the op (argument names, param declarations) is worked out once."""
+        spec, names, decls = self._op_layout(op)
+        t0 = tensors[0]
+        dtype = t0.dtype
         scalars = {}
-        for key, decl in spec.params.items():  # every spec param, as a float (causal as 0/1, scale resolved here)
+        for key, decl in decls:  # every spec param, as a float (causal as 0/1, scale resolved here)
             if key not in params:
                 raise TileRosettaError(op, self.name, key, "missing parameter")
             value = params[key]
@@ -113,18 +125,28 @@ class CuTileRsBackend(Backend):
             if bad:
                 raise bad[0](op, self.name, key, bad[1])
             if key == "scale" and value is None:
-                value = 1.0 / math.sqrt(tensors[0].shape[-1])
+                value = 1.0 / math.sqrt(t0.shape[-1])
             scalars[key] = float(value)
-        device = tensors[0].device.index if tensors[0].device.type == "cuda" else 0
-        stream = torch.cuda.current_stream(tensors[0].device).cuda_stream if tensors[0].is_cuda else 0
+        device = t0.get_device() if t0.is_cuda else 0
         # Every tensor's own dtype and device go with it: Rust refuses any that differ from the launch's
         # (a raw call that skipped BoundOp must not read or write out of bounds, nor fault on a host pointer).
-        arrays = [(n, t.data_ptr(), list(t.shape), list(t.stride()), dtype_name(t.dtype), str(t.device))
+        # shape (a torch.Size) and stride() are tuples of ints: Rust reads any sequence of ints (no list copy).
+        arrays = [(n, t.data_ptr(), t.shape, t.stride(), dtype_name(t.dtype), _device_str(t))
                   for n, t in zip(names, tensors)]
         # Only what differs from the crate's own table (valid tuned entry, forced keys on top): Rust resolves
         # its builtin default from the call itself (rust/src/config.rs `resolve`) and merges these over it.
-        config = {k: int(v) for k, v in self.config_overrides(op, dtype, spec.dims_of(tensors)).items()}
-        return (op, dtype_name(dtype), device if device is not None else 0, stream, arrays, scalars, config)
+        overrides = self.config_overrides(op, dtype, spec.dims_of(tensors))
+        config = {k: int(v) for k, v in overrides.items()} if overrides else {}
+        return (op, dtype_name(dtype), device, current_stream_handle(t0), arrays, scalars, config)
+
+    def _op_layout(self, op: str):
+        """(spec, argument names, ((param, declaration), ...)) of op, kept per op."""
+        layouts = self.__dict__.setdefault("_layouts", {})
+        layout = layouts.get(op)
+        if layout is None:
+            spec = get_spec(op)
+            layout = layouts[op] = (spec, tuple(spec.inputs) + tuple(spec.outputs), tuple(spec.params.items()))
+        return layout
 
     def _make(self, op: str) -> Callable:
         def fn(*tensors, **params):

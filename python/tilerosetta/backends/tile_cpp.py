@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from tilerosetta.backends.base import Backend, sm_count
+from tilerosetta.backends.base import Backend, current_stream_handle, sm_count
 from tilerosetta.errors import native_refusal
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -157,8 +157,8 @@ class TileCppBackend(Backend):
             try:
                 dims = spec.dims_of(tensors)
                 kernel = self.kernel_for(op, tensors[0].dtype, dims)
-                stream = torch.cuda.current_stream(tensors[0].device).cuda_stream if tensors[0].is_cuda else 0
-                _mod.launch(kernel, list(tensors), params, stream, a16=_A16)
+                # Positional arguments: pybind11's keyword matching costs more than the rest of the binding.
+                _mod.launch(kernel, tensors, params, current_stream_handle(tensors[0]), _A16)
             except (ValueError, TypeError, AttributeError) as exc:  # ops.cpp's checks; junk on the raw path
                 raise native_refusal(op, self.name, exc) from exc
 
@@ -196,8 +196,12 @@ class TileCppBackend(Backend):
                              f"choose one of {space} (or add it to cpp/include/tr_kernels.h)")
 
     def kernel_for(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> str:
-        """The name of the instantiated kernel a call with these dims uses (the search over the module's
-        kernels is kept per config: a launch path asks on every call)."""
+        """The name of the instantiated kernel a call with these dims uses. A launch path asks on every call:
+        the answer is kept per (op, dtype, dims) beside config_for's, so set_config and a changed tuned table
+        drop it the same way."""
+        return self._memo_value("kernel", op, dtype, dims, lambda: self._search_kernel(op, dtype, dims))
+
+    def _search_kernel(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> str:
         cfg = self.config_for(op, dtype, dims)
         for key in CALL_FIXED.get(op, ()):
             cfg[key] = dims[key]

@@ -32,7 +32,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "tr
 
 import triton  # noqa: E402  (after TRITON_INTERPRET is decided)
 
-from tilerosetta.kernels.triton import config, run  # noqa: E402
+from tilerosetta.kernels.triton import config  # noqa: E402
 
 if INTERPRET:
     from tilerosetta.kernels.triton import interpreter_compat  # noqa: E402
@@ -76,10 +76,15 @@ class TritonBackend(Backend):
         n_in = len(spec.inputs) + len(spec.outputs)
 
         def fn(*tensors, **params):
-            dims = spec.dims_of(tensors[:n_in])
-            cfg = self.config_for(op, tensors[0].dtype, dims)
+            def plan():
+                cfg = self.config_for(op, tensors[0].dtype, spec.dims_of(tensors[:n_in]))
+                return prepare(*tensors, cfg, **spec.full_params(params))
+
+            launches = self.launch_plan(op, tensors, params, plan)  # planned once per call signature
             with _INTERPRETER_LOCK:
-                run(prepare(*tensors, cfg, **spec.full_params(params)))
+                for lx, args in launches:
+                    # kernel[grid](...) is KernelInterface.__getitem__'s lambda around this same run()
+                    lx.kernel.run(*args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options)
 
         fn.__name__ = op
         return fn

@@ -35,7 +35,8 @@ TF32_TOLERANCE = 1e-3
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    return DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+    name = DTYPE_NAMES.get(dtype)  # not .get(dtype, str(dtype)...): that formats the fallback on every call
+    return name if name is not None else str(dtype).removeprefix("torch.")
 
 
 def parse_dtype(name: str) -> torch.dtype:

@@ -171,6 +171,9 @@ def check_config(op: str, config: dict[str, Any]) -> None:
 
 
 def check_grid(grid: tuple[int, ...]) -> tuple[int, ...]:
+    # Every launch path calls this: the common 3-D grid is checked without a loop (same rule, ~1 µs less).
+    if len(grid) == 3 and 1 <= grid[0] <= MAX_GRID[0] and 1 <= grid[1] <= MAX_GRID[1] and 1 <= grid[2] <= MAX_GRID[2]:
+        return grid
     for axis, (g, lim) in enumerate(zip(grid, MAX_GRID)):
         if not 1 <= g <= lim:
             raise ValueError(f"grid {grid}: axis {axis} extent {g} outside [1, {lim}]")

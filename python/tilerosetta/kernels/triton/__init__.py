@@ -37,7 +37,10 @@ def run(launches: list[Launch]) -> None:
                 from tilerosetta.kernels.triton import pdl
                 pdl_on = pdl.enabled(_device_of(lx.args))
             extra = {"PDL": pdl_on, "launch_pdl": pdl_on}
-        lx.kernel[lx.grid](*lx.args, **lx.constexprs, **lx.options, **extra)
+        # kernel[grid](...) is Triton's KernelInterface.__getitem__: a lambda calling run(grid=grid,
+        # warmup=False, ...) (JITFunction, the interpreter's InterpretedFunction, autotuners alike). Calling
+        # run directly is the same launch without a lambda built per call.
+        lx.kernel.run(*lx.args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options, **extra)
 
 
 def _device_of(args: tuple):
