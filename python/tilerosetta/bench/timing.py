@@ -103,6 +103,15 @@ def _spin(ms: float):
         torch.cuda._sleep(int(ms * 2e6))
 
 
+def release_rng_after_failed_capture() -> None:
+    """A capture that CUDA invalidated (torch's capture_end raised) leaves the device's default CUDA generator
+    marked as capturing, so every later random op on that device raises "Offset increment outside graph
+    capture encountered unexpectedly" (seen on the H200: tests after this fallback in the same process
+    failed). Its state is replaced by a copy with the same seed and offset, not capturing."""
+    gen = torch.cuda.default_generators[torch.cuda.current_device()]
+    gen.graphsafe_set_state(gen.clone_state())
+
+
 def try_graph(fn: Callable[[], None], verify: Callable[[Callable[[], None]], str | None] | None = None):
     """Capture fn into a CUDA graph. Returns (replay, note): replay is None when capture is impossible or
     the replay does not reproduce fn's result (`verify(run) -> problem or None`); note says why."""
@@ -119,6 +128,7 @@ def try_graph(fn: Callable[[], None], verify: Callable[[Callable[[], None]], str
     except Exception as exc:  # capture refused (host sync, allocation, other stream, ...)
         try:
             torch.cuda.synchronize()
+            release_rng_after_failed_capture()
         except Exception:
             pass
         return None, f"CUDA graph capture failed ({type(exc).__name__}: {str(exc)[:200]}); timed plain launches"
