@@ -54,9 +54,10 @@ _GPU["bmm"] = _GPU["matmul"]
 # programs (with split-K, >= 4 per SM) that each keep 3 B tiles of 16 KB in flight (128-bit loads).
 _MATMUL_SMALL_M = 64
 # PREFETCH (with PDL, kernels/triton/pdl.py): BLOCK_K tiles of its weight panel each program pulls into L2
-# before it waits for the previous kernel of the step.
+# before it waits for the previous kernel of the step. 0 by default: on the H200 decode step (decode_profile
+# --prefetch-sweep, 2026-12-01) 0, 4 and 16 gave the same graph step (1.355, 1.363, 1.352 ms).
 _MATMUL_SMALL = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4,
-                 "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 4}
+                 "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 0}
 # Decode (G * S <= 64 query rows per K/V head, one 16-row tile against the cache): 128-key TMA tiles, 4 warps,
 # 2 stages and split-KV chunks of one key tile (256 programs at B=1, Hkv=8, 4096 keys). decode_profile
 # --attention-sweep on the H200 (B1 H32 Hkv8 D128, 4096 keys, 24 caches back to back in one graph): 10.0 us
