@@ -509,6 +509,23 @@ def test_attention_is_a_shared_memory_simt_kernel_without_spills(tmp_path):
             assert k.threads == 32 * attention.ROWS
 
 
+def _attention_case(case, gen):
+    """One attention conformance case in float64, as the CPU replays of the kernels' schedules take it:
+    (B, H, S, D, Hkv, Sk), (q, k, v) drawn from gen, the spec's reference output, the scale, causal as 0/1
+    and the end-aligned shift Sk - S."""
+    import math
+
+    spec = get_spec("attention")
+    dims, params = case.dims, {"causal": False, "scale": None, **case.params}
+    b, h, s, d = dims["B"], dims["H"], dims["S"], dims["D"]
+    hkv, sk = dims.get("Hkv", h), dims.get("Sk", s)
+    q = torch.randn(b, h, s, d, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(b, hkv, sk, d, generator=gen, dtype=torch.float64) for _ in range(2))
+    ref = spec.reference(params, q, k, v)["out"]
+    scale = params["scale"] if params["scale"] is not None else 1 / math.sqrt(d)
+    return (b, h, s, d, hkv, sk), (q, k, v), ref, scale, int(bool(params["causal"])), sk - s
+
+
 @needs_runtime
 @pytest.mark.parametrize("pack", [1, 0])
 @pytest.mark.parametrize("bm,bn", [(64, 128), (128, 128), (128, 64)])
@@ -519,21 +536,11 @@ def test_attention_wgmma_schedule_replayed_on_the_cpu_matches_the_reference(pack
     key tiles it loads, TMA's zero rows past Sk included and masked as the kernel masks them. Must hold:
     every output row written once and equal to the spec's reference, no skipped key tile holds a visible
     key, and a tile the kernel does not mask (its mask-needed test, mirrored here) has no masked key."""
-    import math
-
     from tilerosetta.kernels.cute_dsl import attention_wgmma as aw
 
-    spec = get_spec("attention")
     gen = torch.Generator().manual_seed(0)
-    for case in spec.cases:
-        dims, params = case.dims, {"causal": False, "scale": None, **case.params}
-        b, h, s, d = dims["B"], dims["H"], dims["S"], dims["D"]
-        hkv, sk = dims.get("Hkv", h), dims.get("Sk", s)
-        q = torch.randn(b, h, s, d, generator=gen, dtype=torch.float64)
-        k, v = (torch.randn(b, hkv, sk, d, generator=gen, dtype=torch.float64) for _ in range(2))
-        ref = spec.reference(params, q, k, v)["out"]
-        scale = params["scale"] if params["scale"] is not None else 1 / math.sqrt(d)
-        causal, shift = int(bool(params["causal"])), sk - s
+    for case in get_spec("attention").cases:
+        (b, h, s, d, hkv, sk), (q, k, v), ref, scale, causal, shift = _attention_case(case, gen)
         gp = h // hkv if pack else 1
         rows, groups = gp * s, h // gp
         m_tiles = -(-rows // bm)
@@ -667,19 +674,11 @@ def test_attention_split_schedule_and_combine_replayed_on_the_cpu_match_the_refe
 
     from tilerosetta.kernels.cute_dsl import attention_wgmma as aw
 
-    spec = get_spec("attention")
     gen = torch.Generator().manual_seed(1)
     empty_chunks = no_key_rows = 0
     for case, chunk_tiles in _split_cases():
-        dims, params = case.dims, {"causal": False, "scale": None, **case.params}
-        b, h, s, d = dims["B"], dims["H"], dims["S"], dims["D"]
-        hkv, sk = dims.get("Hkv", h), dims.get("Sk", s)
-        q = torch.randn(b, h, s, d, generator=gen, dtype=torch.float64)
-        k, v = (torch.randn(b, hkv, sk, d, generator=gen, dtype=torch.float64) for _ in range(2))
-        ref = spec.reference(params, q, k, v)["out"]
-        scale = params["scale"] if params["scale"] is not None else 1 / math.sqrt(d)
+        (b, h, s, d, hkv, sk), (q, k, v), ref, scale, causal, shift = _attention_case(case, gen)
         log2e = math.log2(math.e)
-        causal, shift = int(bool(params["causal"])), sk - s
         gp = h // hkv if pack else 1
         rows, groups = gp * s, h // gp
         m_tiles = -(-rows // bm)
