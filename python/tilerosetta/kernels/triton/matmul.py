@@ -140,7 +140,7 @@ def prepare_batched(a, b, out, batch, m, n, k, cfg):
     split = n_split > 1
     total = batch * m * n
     ws = torch.empty((n_split, total), dtype=torch.float32, device=a.device) if split else out
-    counters = arrival_counters.region(a.device, tiles) if split and cfg.get("FIXUP", 1) else None
+    counters = arrival_counters.region(a.device, tiles) if split and cfg.get("FIXUP", 0) else None
     fixup = counters is not None
     # PREFETCH: B rows (in BLOCK_K tiles) each program pulls into L2 before it waits for the previous kernel
     # (PDL only); one prefetch per 128-byte line of the program's BLOCK_N columns.

@@ -12,7 +12,8 @@ programmatic graph edges, so CUDA-graph replays keep it.
 
 Kernels opt in with a `PDL: tl.constexpr = False` parameter and `enter(PDL)` as their first statement;
 `run()` (kernels/triton/__init__.py) turns it on where `enabled(device)`: a CUDA device of compute
-capability 9 or more, not Triton's interpreter, and TILEROSETTA_TRITON_PDL not "0" (the A/B switch).
+capability 9 or more, not Triton's interpreter, and TILEROSETTA_TRITON_PDL not "0" when the process starts
+(the A/B switch).
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ def enter(PDL: tl.constexpr):
 
 
 _CAPABLE: dict[int, bool] = {}
+# Read once: run() asks on every call. TRITON_INTERPRET is settled before the kernel modules (which import
+# this one) are imported (backends/triton_lang.py); Triton's own knob parses it.
+_OFF = (os.environ.get("TILEROSETTA_TRITON_PDL", "1").strip() == "0") or triton.knobs.runtime.interpret
 
 
 def enabled(device: torch.device) -> bool:
-    if device.type != "cuda" or os.environ.get("TILEROSETTA_TRITON_PDL", "1").strip() == "0":
-        return False
-    if os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes"):
+    if _OFF or device.type != "cuda":
         return False
     idx = device.index if device.index is not None else torch.cuda.current_device()
     ok = _CAPABLE.get(idx)
