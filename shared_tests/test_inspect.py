@@ -167,3 +167,14 @@ def test_tile_cpp_symbol_of_the_default_config():
     names = re.findall(r"^  function\s+(\S+)$", res.stdout, re.M)
     assert len(names) == 2 and names[0] == names[1] + "_a16", names
     assert re.search(r"^\s+\d+\s+UTMALDG", res.stdout, re.M), res.stdout
+
+
+def test_tile_cpp_row_wider_than_the_tile_shows_the_loop_entry():
+    # layer_norm's first bench case is 8192 wide: with TN 1024 the call runs the multi-chunk entry.
+    _need_cuobjdump()
+    if importlib.util.find_spec("tilerosetta_tile_cpp") is None:
+        pytest.skip("tilerosetta_tile_cpp not built here (make build-python)")
+    res = _cli("--backend", "tile_cpp", "--op", "layer_norm", "--size", "0", "--config", "TN=1024")
+    assert res.returncode == 0, res.stderr
+    names = re.findall(r"^  function\s+(\S+)$", res.stdout, re.M)
+    assert names == ["layer_norm_bf16_1_1024_4_loop_a16", "layer_norm_bf16_1_1024_4_loop"], names

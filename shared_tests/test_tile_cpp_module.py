@@ -83,8 +83,9 @@ def test_cubin_is_a_cuda_elf_holding_every_kernel(op, arch):
     assert blob[4] == 2, "not a 64-bit ELF"
     (machine,) = struct.unpack_from("<H", blob, 18)
     assert machine == EM_CUDA, f"e_machine {machine}, expected EM_CUDA ({EM_CUDA})"
+    entries = ("", "_loop") if SPECS[op].family == "rows" else ("",)  # a row op's multi-chunk entry too
     for k in kernels_of(op):  # the launcher finds kernels by these symbol names (and their aligned twins)
-        for name in (k["name"], k["name"] + "_a16"):
+        for name in (k["name"] + e + a for e in entries for a in ("", "_a16")):
             assert b"\0" + name.encode() + b"\0" in blob, f"{name} not in {op} {arch} cubin"
 
 
@@ -302,7 +303,52 @@ def test_plan_picks_the_aligned_twin_only_when_it_is_safe(kernel, op, dims, dtyp
     tensors[-1]._ptr = ptr  # the output's pointer decides as much as any input's
     plan = mod.plan(kernel, tensors, {k: v for k, v in SPECS[op].full_params({}).items() if v is not None})
     assert plan["aligned"] is aligned
-    assert plan["function"] == kernel + ("_a16" if aligned else "")
+    # a row op's kernel of TN 1024 runs these rows (N > TN) through its multi-chunk entry
+    entry = kernel + ("_loop" if SPECS[op].family == "rows" and dims["N"] > 1024 else "")
+    assert plan["entry"] == entry
+    assert plan["function"] == entry + ("_a16" if aligned else "")
+
+
+ROW_OPS = tuple(op for op in OP_NAMES if SPECS[op].family == "rows")
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@pytest.mark.parametrize("op", ROW_OPS)
+def test_row_kernels_launch_the_loop_entry_exactly_for_rows_wider_than_the_tile(op):
+    # The one-tile entry computes only the first TN columns of a row (cpp/kernels/common.cuh,
+    # TR_ROW_ENTRIES): a row one element wider must go to `_loop`, whatever the twin.
+    params = {k: v for k, v in SPECS[op].full_params({}).items() if v is not None}
+    for k in kernels_of(op):
+        tn, vec = k["config"]["TN"], 16 // (4 if k["dtype"] == "fp32" else 2)
+        for n, loop in ((1, False), (tn - 1, False), (tn, False), (tn + 1, True), (tn + vec, True), (3 * tn, True)):
+            tensors = fakes(op, {"M": 3, "N": n}, DTYPES[k["dtype"]])
+            plan = mod.plan(k["name"], tensors, params)
+            entry = k["name"] + ("_loop" if loop else "")
+            assert plan["entry"] == entry, (k["name"], n)
+            assert plan["aligned"] == (n % vec == 0), (k["name"], n)
+            assert plan["function"] == entry + ("_a16" if plan["aligned"] else ""), (k["name"], n)
+            assert mod.plan(k["name"], tensors, params, a16=False)["function"] == entry, (k["name"], n)
+
+
+@pytest.mark.parametrize("op", ROW_OPS)
+def test_every_row_case_launches_an_entry_that_covers_its_row(adapter, op):
+    # Every conformance and bench case with the adapter's config: the entry the module picks exists in
+    # every cubin, is `_loop` exactly when N > TN, and is the one backends.tile_cpp.row_entry names (inspect).
+    from tilerosetta.backends.tile_cpp import row_entry
+
+    spec, kinds = SPECS[op], set()
+    for dtype in spec.dtypes:
+        for case in spec.cases + spec.bench_cases:
+            dims, cfg = dict(case.dims), adapter.config_for(op, dtype, dict(case.dims))
+            kernel = adapter.kernel_for(op, dtype, dims)
+            plan = mod.plan(kernel, fakes(op, dims, dtype), spec.full_params(case.params))
+            loop = dims["N"] > cfg["TN"]
+            assert plan["entry"] == kernel + ("_loop" if loop else ""), (dtype, dims, cfg)
+            assert row_entry(op, kernel, cfg, dims) == plan["entry"]
+            for arch in mod.ARCHS:
+                assert b"\0" + plan["function"].encode() + b"\0" in mod.cubin(op, arch), (plan["function"], arch)
+            kinds.add(loop)
+    assert kinds == {False, True}, f"{op}: the cases should exercise both entries, got loop in {kinds}"
 
 
 def test_plan_layer_norm_eps():
@@ -552,7 +598,8 @@ def test_probe_lists_every_kernel_twice_and_every_op():
         dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[v["dtype"]]
         plan = mod.plan(v["kernel"], fakes(v["op"], case.dims, dtype), SPECS[v["op"]].full_params(case.params),
                         a16=v["a16"])
-        assert plan["function"] == v["kernel"] + ("_a16" if v["a16"] else "")
+        assert plan["entry"] in (v["kernel"], v["kernel"] + "_loop")  # a row op's entry by N (see above)
+        assert plan["function"] == plan["entry"] + ("_a16" if v["a16"] else "")
 
 
 @pytest.mark.skipif(mod.driver_status()[0], reason="a CUDA driver is present: this checks the no-GPU path")

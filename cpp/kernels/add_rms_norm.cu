@@ -1,13 +1,16 @@
 // add_rms_norm: sum = x + residual; out = sum * rsqrt(mean(sum^2) + eps) * w over rows of (M, N): the
 // rms_norm kernel (rms_norm.cu) with the residual add in front. x and residual are added in fp32, sum
-// is stored once in T and the norm uses the fp32 sum. Block i owns TM rows; a row with N <= TN is
-// loaded once; otherwise pass 1 adds, stores sum and sums squares over TN chunks (padding is 0) and
-// pass 2 re-adds x + residual (not a re-read of sum: its fp32 value, no read-after-write of global
-// memory) to scale and write out. A: see common.cuh.
+// is stored once in T and the norm uses the fp32 sum. Block i owns TM rows. Two entry points per config
+// (the module picks one per call by N, cpp/src/ops.cpp; common.cuh's TR_ROW_ENTRIES says why):
+//  * `<name>` (N <= TN): x and residual loaded once, each output written once;
+//  * `<name>_loop` (any N, launched for N > TN): pass 1 adds, stores sum and sums squares over TN chunks
+//    (padding is 0) and pass 2 re-adds x + residual (not a re-read of sum: its fp32 value, no
+//    read-after-write of global memory) to scale and write out.
+// A: see common.cuh.
 #include "common.cuh"
 
 template <bool A, typename T, int TM, int TN>
-__tile__ void add_rms_norm_tile(T* x, T* r, T* w, T* s, T* out, int M, int N, float eps) {
+__tile__ void add_rms_norm_one_tile(T* x, T* r, T* w, T* s, T* out, int M, int N, float eps) {
   x = tr::al<A>(x), r = tr::al<A>(r), w = tr::al<A>(w), s = tr::al<A>(s), out = tr::al<A>(out);
   N = tr::dv<A, T>(N);  // A: the row stride is a multiple of 16 bytes (common.cuh)
   auto shp = ct::shape<TM, TN>{};
@@ -17,15 +20,25 @@ __tile__ void add_rms_norm_tile(T* x, T* r, T* w, T* s, T* out, int M, int N, fl
   ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, shp};
   ct::partition_view pw{ct::tensor_span{w, ct::extents{N}}, ct::shape<TN>{}};
   unsigned i = ct::bid().x;
+  auto t = ct::element_cast<float>(px.load_masked(i, 0)) + ct::element_cast<float>(pr.load_masked(i, 0));
+  ps.store_masked(ct::element_cast<T>(t), i, 0);
+  auto rstd = ct::rsqrt(ct::sum(t * t, 1_ic) / (float)N + eps);
+  auto wt = ct::reshape(ct::element_cast<float>(pw.load_masked(0)), ct::shape<1, TN>{});
+  po.store_masked(ct::element_cast<T>(t * rstd * wt), i, 0);
+}
+
+template <bool A, typename T, int TM, int TN>
+__tile__ void add_rms_norm_chunks(T* x, T* r, T* w, T* s, T* out, int M, int N, float eps) {
+  x = tr::al<A>(x), r = tr::al<A>(r), w = tr::al<A>(w), s = tr::al<A>(s), out = tr::al<A>(out);
+  N = tr::dv<A, T>(N);
+  auto shp = ct::shape<TM, TN>{};
+  ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, shp};
+  ct::partition_view pr{ct::tensor_span{r, ct::extents{M, N}}, shp};
+  ct::partition_view ps{ct::tensor_span{s, ct::extents{M, N}}, shp};
+  ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, shp};
+  ct::partition_view pw{ct::tensor_span{w, ct::extents{N}}, ct::shape<TN>{}};
+  unsigned i = ct::bid().x;
   int nc = tr::ceil_div(N, TN);
-  if (nc == 1) {  // the whole row in one tile: one read of x and residual, one write of each output
-    auto t = ct::element_cast<float>(px.load_masked(i, 0)) + ct::element_cast<float>(pr.load_masked(i, 0));
-    ps.store_masked(ct::element_cast<T>(t), i, 0);
-    auto rstd = ct::rsqrt(ct::sum(t * t, 1_ic) / (float)N + eps);
-    auto wt = ct::reshape(ct::element_cast<float>(pw.load_masked(0)), ct::shape<1, TN>{});
-    po.store_masked(ct::element_cast<T>(t * rstd * wt), i, 0);
-    return;
-  }
   using Col = tr::ftile<TM, 1>;
   Col ss = ct::zeros<Col>();
   for (int j = 0; j < nc; ++j) {
@@ -41,14 +54,12 @@ __tile__ void add_rms_norm_tile(T* x, T* r, T* w, T* s, T* out, int M, int N, fl
   }
 }
 
-// OCC: the occupancy hint (common.cuh).
-#define X(op, dt, CT, TM, TN, OCC)                                                                 \
-  extern "C" TR_HINT_OCC_##OCC __tile_global__ void op##_##dt##_##TM##_##TN##_##OCC(              \
-      CT* x, CT* r, CT* w, CT* s, CT* out, int M, int N, float eps) {                              \
-    add_rms_norm_tile<false, CT, TM, TN>(x, r, w, s, out, M, N, eps);                              \
-  }                                                                                                \
-  extern "C" TR_HINT_OCC_##OCC __tile_global__ void op##_##dt##_##TM##_##TN##_##OCC##_a16(        \
-      CT* x, CT* r, CT* w, CT* s, CT* out, int M, int N, float eps) {                              \
-    add_rms_norm_tile<true, CT, TM, TN>(x, r, w, s, out, M, N, eps);                               \
+// OCC: the occupancy hint (common.cuh). ENTRY: one of the four symbols of a config (TR_ROW_ENTRIES).
+#define ENTRY(name, OCC, body, A, CT, TM, TN)                                                      \
+  extern "C" TR_HINT_OCC_##OCC __tile_global__ void name(CT* x, CT* r, CT* w, CT* s, CT* out, int M, int N, \
+                                                         float eps) {                              \
+    body<A, CT, TM, TN>(x, r, w, s, out, M, N, eps);                                               \
   }
+#define X(op, dt, CT, TM, TN, OCC) \
+  TR_ROW_ENTRIES(ENTRY, op##_##dt##_##TM##_##TN##_##OCC, OCC, add_rms_norm_one_tile, add_rms_norm_chunks, CT, TM, TN)
 TR_ADD_RMS_NORM_KERNELS(X)

@@ -71,3 +71,13 @@ __tile__ inline int dv(int n) {
 #define TR_HINT_W_0
 #define TR_HINT_W_4 [[cutile::hint(0, num_worker_warps_per_cta = 4)]]
 #define TR_HINT_W_8 [[cutile::hint(0, num_worker_warps_per_cta = 8)]]
+
+// The four symbols of one "rows" family config (softmax and the norms), E(symbol, OCC, body, A, CT, TM, TN)
+// defining one: `name` and `name_a16` run the one-tile body (the whole row in one TN tile, N <= TN),
+// `name_loop` and `name_loop_a16` the multi-chunk body (any N). The module launches `_loop` only when
+// N > TN (cpp/src/ops.cpp, row_entry). One kernel holding both paths behind `if (nc == 1)` makes tileiras
+// 13.4 drop the occupancy hint (layer_norm 4096x8192: 1 CTA/SM instead of 4;
+// docs/upstream/cuda-tile-cpp-occupancy-hint.md), and the one-tile entry must not pay for a path it never runs.
+#define TR_ROW_ENTRIES(E, name, OCC, one, chunks, CT, TM, TN)                                      \
+  E(name, OCC, one, false, CT, TM, TN) E(name##_a16, OCC, one, true, CT, TM, TN)                 \
+  E(name##_loop, OCC, chunks, false, CT, TM, TN) E(name##_loop_a16, OCC, chunks, true, CT, TM, TN)

@@ -1,18 +1,41 @@
 // layer_norm: out = (x - mean) * rsqrt(var + eps) * w + b over rows of (M, N), biased variance.
-// When one TN chunk covers the row (N <= TN) it is loaded once and kept in registers; otherwise three
-// passes over N in TN chunks: the mean, then the variance around that mean (not E[x^2] - E[x]^2,
-// which cancels catastrophically for inputs with a large common offset), then the output. In the
-// variance the padded columns would contribute (0 - mean)^2, so they are masked out by index.
-// A: see common.cuh.
+// Two entry points per config (the module picks one per call by N, cpp/src/ops.cpp):
+//  * `<name>` (N <= TN): the row in one tile, loaded once and kept in registers;
+//  * `<name>_loop` (any N, launched for N > TN): three passes over N in TN chunks: the mean, then the
+//    variance around that mean (not E[x^2] - E[x]^2, which cancels catastrophically for inputs with a
+//    large common offset), then the output.
+// They are separate kernels because tileiras 13.4 drops the occupancy hint of a kernel that holds both
+// paths (4096x8192 bf16: 384 threads x 168 registers, 231 KB of shared memory, 1 CTA/SM instead of 4;
+// docs/upstream/cuda-tile-cpp-occupancy-hint.md). In the variance the padded columns would contribute
+// (0 - mean)^2, so they are masked out by index. A: see common.cuh.
 #include "common.cuh"
 
 template <bool A, typename T, int TM, int TN>
-__tile__ void layer_norm_tile(T* x, T* w, T* b, T* out, int M, int N, float eps) {
+__tile__ void layer_norm_one_tile(T* x, T* w, T* b, T* out, int M, int N, float eps) {
   x = tr::al<A>(x), w = tr::al<A>(w), b = tr::al<A>(b), out = tr::al<A>(out);
   N = tr::dv<A, T>(N);  // A: the row stride is a multiple of 16 bytes (common.cuh)
-  auto shp = ct::shape<TM, TN>{};
-  ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, shp};
-  ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, shp};
+  ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, ct::shape<TM, TN>{}};
+  ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, ct::shape<TM, TN>{}};
+  ct::partition_view pw{ct::tensor_span{w, ct::extents{N}}, ct::shape<TN>{}};
+  ct::partition_view pb{ct::tensor_span{b, ct::extents{N}}, ct::shape<TN>{}};
+  unsigned i = ct::bid().x;
+  float inv_n = 1.0f / (float)N;
+  auto lane = ct::iota<ct::tile<int, ct::shape<1, TN>>>();
+  auto t = ct::element_cast<float>(px.load_masked(i, 0));
+  auto mean = ct::sum(t, 1_ic) * inv_n;
+  auto d = ct::select(lane < N, t - mean, ct::zeros<tr::ftile<TM, TN>>());
+  auto rstd = ct::rsqrt(ct::sum(d * d, 1_ic) * inv_n + eps);
+  auto wt = ct::reshape(ct::element_cast<float>(pw.load_masked(0)), ct::shape<1, TN>{});
+  auto bt = ct::reshape(ct::element_cast<float>(pb.load_masked(0)), ct::shape<1, TN>{});
+  po.store_masked(ct::element_cast<T>(d * rstd * wt + bt), i, 0);
+}
+
+template <bool A, typename T, int TM, int TN>
+__tile__ void layer_norm_chunks(T* x, T* w, T* b, T* out, int M, int N, float eps) {
+  x = tr::al<A>(x), w = tr::al<A>(w), b = tr::al<A>(b), out = tr::al<A>(out);
+  N = tr::dv<A, T>(N);
+  ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, ct::shape<TM, TN>{}};
+  ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, ct::shape<TM, TN>{}};
   ct::partition_view pw{ct::tensor_span{w, ct::extents{N}}, ct::shape<TN>{}};
   ct::partition_view pb{ct::tensor_span{b, ct::extents{N}}, ct::shape<TN>{}};
   unsigned i = ct::bid().x;
@@ -20,16 +43,6 @@ __tile__ void layer_norm_tile(T* x, T* w, T* b, T* out, int M, int N, float eps)
   int nc = tr::ceil_div(N, TN);
   float inv_n = 1.0f / (float)N;
   auto lane = ct::iota<ct::tile<int, ct::shape<1, TN>>>();
-  if (nc == 1) {  // the whole row in one tile: one read, one write
-    auto t = ct::element_cast<float>(px.load_masked(i, 0));
-    auto mean = ct::sum(t, 1_ic) * inv_n;
-    auto d = ct::select(lane < N, t - mean, ct::zeros<tr::ftile<TM, TN>>());
-    auto rstd = ct::rsqrt(ct::sum(d * d, 1_ic) * inv_n + eps);
-    auto wt = ct::reshape(ct::element_cast<float>(pw.load_masked(0)), ct::shape<1, TN>{});
-    auto bt = ct::reshape(ct::element_cast<float>(pb.load_masked(0)), ct::shape<1, TN>{});
-    po.store_masked(ct::element_cast<T>(d * rstd * wt + bt), i, 0);
-    return;
-  }
   Col acc = ct::zeros<Col>();
   for (int j = 0; j < nc; ++j) {
     acc = acc + ct::sum(ct::element_cast<float>(px.load_masked(i, j)), 1_ic);
@@ -51,14 +64,12 @@ __tile__ void layer_norm_tile(T* x, T* w, T* b, T* out, int M, int N, float eps)
   }
 }
 
-// OCC: the occupancy hint (common.cuh).
-#define X(op, dt, CT, TM, TN, OCC)                                                                 \
-  extern "C" TR_HINT_OCC_##OCC __tile_global__ void op##_##dt##_##TM##_##TN##_##OCC(              \
-      CT* x, CT* w, CT* b, CT* out, int M, int N, float eps) {                                     \
-    layer_norm_tile<false, CT, TM, TN>(x, w, b, out, M, N, eps);                                   \
-  }                                                                                                \
-  extern "C" TR_HINT_OCC_##OCC __tile_global__ void op##_##dt##_##TM##_##TN##_##OCC##_a16(        \
-      CT* x, CT* w, CT* b, CT* out, int M, int N, float eps) {                                     \
-    layer_norm_tile<true, CT, TM, TN>(x, w, b, out, M, N, eps);                                    \
+// OCC: the occupancy hint (common.cuh). ENTRY: one of the four symbols of a config (TR_ROW_ENTRIES).
+#define ENTRY(name, OCC, body, A, CT, TM, TN)                                                      \
+  extern "C" TR_HINT_OCC_##OCC __tile_global__ void name(CT* x, CT* w, CT* b, CT* out, int M, int N, \
+                                                         float eps) {                              \
+    body<A, CT, TM, TN>(x, w, b, out, M, N, eps);                                                  \
   }
+#define X(op, dt, CT, TM, TN, OCC) \
+  TR_ROW_ENTRIES(ENTRY, op##_##dt##_##TM##_##TN##_##OCC, OCC, layer_norm_one_tile, layer_norm_chunks, CT, TM, TN)
 TR_LAYER_NORM_KERNELS(X)

@@ -99,10 +99,10 @@ tr::Plan checked_plan(const tr::KernelInfo& k, const py::sequence& tensors, cons
   }
   if (!a16.is_none()) {
     if (!a16.cast<bool>()) {
-      plan.function = k.name;
+      plan.function = plan.entry;  // the generic body of the same entry point (one-tile or loop)
     } else if (!plan.aligned) {
       throw py::value_error("tile_cpp." + k.op + ": argument 'a16': the call is not 16-byte aligned (pointers "
-                            "and row strides), so " + k.name + "_a16 cannot run it");
+                            "and row strides), so " + plan.entry + "_a16 cannot run it");
     }
   }
   return plan;
@@ -181,6 +181,7 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
     d["ints"] = p.ints;
     d["floats"] = p.floats;
     d["aligned"] = p.aligned;
+    d["entry"] = p.entry;
     d["function"] = p.function;
     return d;
   }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(), py::arg("a16") = py::none(),

@@ -264,6 +264,12 @@ int KernelInfo::get(const std::string& key) const {
   throw std::logic_error("kernel " + name + " has no config key " + key);
 }
 
+std::string row_entry(const KernelInfo& k, std::int64_t n) {
+  if (std::string(decl(k.op).family) != "rows") return k.name;
+  // The one-tile entry computes only the first TN columns of a row: wider rows must take the loop.
+  return n <= k.get("TN") ? k.name : k.name + "_loop";
+}
+
 std::vector<std::string> op_arguments(const std::string& op) {
   std::vector<std::string> names;
   for (auto& [n, s] : signatures().at(op).tensors) names.push_back(n);
@@ -362,6 +368,7 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
       kinds += "f";
     }
     plan.grid[0] = blocks(dm["M"], k.get("TM"));
+    plan.entry = row_entry(k, dm["N"]);
   } else if (op == "silu_and_mul") {
     ints({dm["M"], dm["H"]}), kinds += "ii";
     plan.grid[0] = flat({blocks(dm["M"], k.get("TM")), blocks(dm["H"], k.get("TN"))});
@@ -405,7 +412,8 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
   plan.aligned = true;
   for (auto p : plan.pointers) plan.aligned = plan.aligned && p % 16 == 0;
   for (auto d : aligned_dims(op, dm)) plan.aligned = plan.aligned && d % vec == 0;
-  plan.function = k.name + (plan.aligned ? "_a16" : "");
+  if (plan.entry.empty()) plan.entry = k.name;
+  plan.function = plan.entry + (plan.aligned ? "_a16" : "");
   if (plan.grid[1] > 65535 || plan.grid[2] > 65535)
     throw ArgError{op, sig.tensors[0].first, "grid (" + std::to_string(plan.grid[0]) + ", " +
                                                  std::to_string(plan.grid[1]) + ", " + std::to_string(plan.grid[2]) +

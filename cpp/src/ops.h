@@ -40,8 +40,16 @@ struct Plan {
   // kernel source says which extents its A = true body assumes divisible; aligned_dims() in ops.cpp
   // lists the same per op.
   bool aligned = false;
-  std::string function;                 // the symbol to launch: the kernel's name, + "_a16" if aligned
+  // The kernel's entry point for this call without the `_a16` suffix: the kernel's name, or for a
+  // "rows" family op whose row does not fit one TN tile (N > TN) its multi-chunk entry `<name>_loop`
+  // (row_entry below; cpp/kernels/common.cuh, TR_ROW_ENTRIES).
+  std::string entry;
+  std::string function;                 // the symbol to launch: entry, + "_a16" if aligned
 };
+
+// The entry point of kernel `k` for rows `n` wide, for an op of the "rows" family: `<name>` (the row in
+// one TN tile, no chunk loop) when n <= TN, else `<name>_loop` (multi-chunk). Any other op: `<name>`.
+std::string row_entry(const KernelInfo& k, std::int64_t n);
 
 // The argument names of an op (inputs then outputs), for error messages and the Python side.
 std::vector<std::string> op_arguments(const std::string& op);

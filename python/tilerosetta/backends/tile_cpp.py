@@ -13,7 +13,9 @@ as keys too: OCC (occupancy) for the row ops and rope, W (worker warps) for matm
 
 Each config is compiled twice, generic and `_a16` (pointers 16-byte aligned, row strides multiples of
 16 bytes: TMA and 128-bit loads); the module picks the twin per call from the tensors, so the adapter
-never has to (cpp/README.md).
+never has to (cpp/README.md). A "rows" family config (softmax and the norms) has two entry points, the
+one-tile `<name>` for rows of N <= TN and the multi-chunk `<name>_loop` for wider rows, and the module
+picks that per call too (row_entry below mirrors it for `tilerosetta inspect`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,17 @@ def _row_default(dtype, dims, widest=8192):
         if n <= tn:
             return {"TM": 1, "TN": tn, "OCC": occ}
     return {"TM": 1, "TN": 1024, "OCC": 4}
+
+
+def row_entry(op: str, kernel: str, config: dict, dims: dict) -> str:
+    """The entry point (symbol without `_a16`) the module launches for `kernel` on a call with these dims:
+    for a "rows" family op `<kernel>_loop` (multi-chunk) when the row is wider than the tile (N > TN), else
+    `<kernel>` (the one-tile body, which computes only the first TN columns). The module decides this
+    itself (row_entry in cpp/src/ops.cpp); this copy is for tools that read a cubin without launching, and
+    test_tile_cpp_module.py checks that the two agree."""
+    if get_spec(op).family != "rows":
+        return kernel
+    return kernel if dims["N"] <= config["TN"] else kernel + "_loop"
 
 
 def _gemm_default(dtype, dims):

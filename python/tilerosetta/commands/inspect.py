@@ -123,9 +123,13 @@ def _tile_cpp(op, dtype, case, arch, override):
     b = backends.get("tile_cpp")
     b.set_config(op, dtype, cfg)
     try:
-        symbol = b.kernel_for(op, dtype, case.dims)
+        kernel = b.kernel_for(op, dtype, case.dims)
     finally:
         b.set_config(op, dtype, None)
+    # The entry point this case launches (a row op's `_loop` entry when N > TN), then its two twins.
+    from tilerosetta.backends.tile_cpp import row_entry
+
+    symbol = row_entry(op, kernel, cfg, case.dims)
     # Each config is compiled twice: generic and `_a16` (aligned: TMA, 128-bit loads); bench shapes take _a16.
     kernels = [k for k in cubin_mod.analyse(data) if k.name in (symbol, symbol + "_a16")]
     if not kernels:
