@@ -29,18 +29,23 @@ RUN_CONSTEXPRS = ("PDL",)
 
 
 def run(launches: list[Launch]) -> None:
-    pdl_on = None
     for lx in launches:
-        extra = {}
-        if "PDL" in lx.kernel.arg_names and "PDL" not in lx.constexprs:  # kernels/triton/pdl.py
-            if pdl_on is None:
-                from tilerosetta.kernels.triton import pdl
-                pdl_on = pdl.enabled(_device_of(lx.args))
-            extra = {"PDL": pdl_on, "launch_pdl": pdl_on}
+        extra = pdl_extras(lx)
         # kernel[grid](...) is Triton's KernelInterface.__getitem__: a lambda calling run(grid=grid,
         # warmup=False, ...) (JITFunction, the interpreter's InterpretedFunction, autotuners alike). Calling
-        # run directly is the same launch without a lambda built per call.
+        # run directly is the same launch without a lambda built per launch.
         lx.kernel.run(*lx.args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options, **extra)
+
+
+def pdl_extras(lx: Launch) -> dict[str, bool]:
+    """The keywords run() adds to a launch of a kernel that opts in to programmatic dependent launch
+    (a `PDL` constexpr, kernels/triton/pdl.py): {} for the others."""
+    if "PDL" not in lx.kernel.arg_names or "PDL" in lx.constexprs:
+        return {}
+    from tilerosetta.kernels.triton import pdl
+
+    on = pdl.enabled(_device_of(lx.args))
+    return {"PDL": on, "launch_pdl": on}
 
 
 def _device_of(args: tuple):
