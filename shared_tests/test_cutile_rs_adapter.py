@@ -279,3 +279,41 @@ def test_extension_compiles_kernels_for_sm90_without_gpu(op, dtype, dims, config
 def test_compile_only_refuses_wrong_dims():
     with pytest.raises(ValueError, match=r"cutile_rs\.bmm: argument 'dims'"):
         ext.compile_only("bmm", "bf16", [64, 64, 64], assemble=False)
+
+
+def test_planned_request_equals_request_with_each_calls_pointers():
+    """planned_request (the launch path) hands Rust what request() would for every call: kept per call
+    signature, with this call's data pointers; a new signature or param is worked out afresh."""
+    b = CuTileRsBackend()
+    for _ in range(3):
+        x, w, out = torch.randn(4, 8), torch.randn(8), torch.empty(4, 8)
+        assert b.planned_request("rms_norm", (x, w, out), {"eps": 1e-5}) == b.request("rms_norm", (x, w, out),
+                                                                                   {"eps": 1e-5})
+    assert b.planned_request("rms_norm", (x, w, out), {"eps": 1e-3})[5] == {"eps": 1e-3}
+    xt = torch.randn(8, 4).t()  # same shape and dtype, other strides
+    assert b.planned_request("rms_norm", (xt, w, out), {"eps": 1e-5})[4][0][3] == (1, 4)
+    half = (x.half(), w.half(), out.half())
+    assert b.planned_request("rms_norm", half, {"eps": 1e-5}) == b.request("rms_norm", half, {"eps": 1e-5})
+    q = torch.zeros(1, 2, 3, 64)
+    assert b.planned_request("attention", (q,) * 4, {"causal": False, "scale": None})[5]["scale"] == 0.125
+    assert b.planned_request("attention", (torch.zeros(1, 2, 3, 16),) * 4,
+                             {"causal": False, "scale": None})[5]["scale"] == 0.25
+
+
+@needs_ext
+def test_planned_request_follows_set_config():
+    b = CuTileRsBackend()
+    args = (torch.zeros(4),) * 3
+    assert b.planned_request("vector_add", args, {})[6] == {}
+    b.set_config("vector_add", FP32, {"BLOCK": 256})
+    assert b.planned_request("vector_add", args, {})[6] == {"BLOCK": 256}
+    b.set_config("vector_add", FP32, None)
+    assert b.planned_request("vector_add", args, {})[6] == {}
+
+
+def test_planned_request_refuses_bad_params_every_time():
+    b = CuTileRsBackend()
+    x, w, out = torch.randn(4, 8), torch.randn(8), torch.empty(4, 8)
+    for _ in range(2):
+        with pytest.raises(Exception, match="eps"):
+            b.planned_request("rms_norm", (x, w, out), {"eps": -1.0})
