@@ -2,7 +2,7 @@
 """Where a B=1 decode step's GPU time goes, and how fast each decode GEMV is (issue 14 item 5). ~3 min.
 
     PYTHONPATH=python python tools/decode_profile.py OUT.json [--backends torch,triton,best] [--layers 8]
-        [--ctx 4096] [--stream-sweep] [--attention-sweep triton] [--skip-gemv] [--skip-model]
+        [--ctx 4096] [--stream-sweep] [--attention-sweep triton] [--step-configs ...] [--skip-gemv] [--skip-model]
 
 1. GEMV table: every weight of the model's B=1 decode step at M = 1 (q|k|v 4096x6144, o 4096x4096,
    gate|up 4096x28672, down 14336x4096, LM head 4096x128256), timed with the project's timer (CUDA graph,
@@ -224,8 +224,9 @@ def main(argv=None):
                    "timed back to back in one graph (how a decode step runs them)")
     p.add_argument("--skip-gemv", action="store_true")
     p.add_argument("--attention-sweep", default="", help="backends whose decode attention configs to sweep")
-    p.add_argument("--prefetch-sweep", default="", help="Triton matmul PREFETCH values (K tiles of weights pulled "
-                   "into L2 before a GEMV waits for the previous kernel) to profile the triton step with, e.g. 0,4,16")
+    p.add_argument("--step-configs", default="", help="Triton configs to profile the step with, one variant per "
+                   "';'-separated item of op:KEY=V[,KEY=V], each forced for every call of that op (set_config), e.g. "
+                   "'matmul:PREFETCH=16;attention:SPLIT_MIN_BLOCKS=2' (a variant 'default' profiles the tree's own)")
     a = p.parse_args(argv)
 
     def log(msg):
@@ -248,15 +249,21 @@ def main(argv=None):
     if a.stream_sweep:
         res["stream_sweep"] = stream_sweep(copy_gbps, log)
         save()
-    for v in [int(x) for x in a.prefetch_sweep.split(",") if x]:
+    for item in [x.strip() for x in a.step_configs.split(";") if x.strip()]:
+        op, _, kvs = item.partition(":")
+        forced = {k: int(v) for k, v in (kv.split("=") for kv in kvs.split(",") if kv)} if kvs else None
         tb = backends.get("triton")
-        tb.set_config("matmul", torch.bfloat16, {"PREFETCH": v})
         try:
-            log(f"-- triton matmul PREFETCH={v}")
+            if forced:
+                tb.set_config(op, torch.bfloat16, forced)
+            log(f"-- triton step with {item}")
             r = decode_profile("triton", a.layers, a.ctx, copy_gbps, log)
-            res.setdefault("prefetch_sweep", []).append({"PREFETCH": v, **r})
+            res.setdefault("step_configs", []).append({"variant": item, **r})
+        except Exception as exc:  # one variant's failure is its line; the next variant still runs
+            log(f"-- {item}: failed: {type(exc).__name__}: {exc}")
         finally:
-            tb.set_config("matmul", torch.bfloat16, None)
+            if forced:
+                tb.set_config(op, torch.bfloat16, None)
         torch.cuda.empty_cache()
         save()
     if not a.skip_model:

@@ -83,10 +83,11 @@ else
       -e test_bad_inputs -e test_bench_gpu -e test_cutile_py_ -e test_triton_ -e test_tile_cpp_ -e test_cutile_rs_ -e test_cute_dsl_ | tr '\n' ' ')
     k=""; for kv in ${SUITE_K:+${SUITE_K//;/ }}; do [ "${kv%%=*}" = "$b" ] && k="${kv#*=}"; done
     [ -n "${ONLY_K:-}" ] && k="${k:+($k) and }($ONLY_K)"
-    (timeout "${T_SUITE:-240}" gpu-bundle/run.sh shell python3 -m pytest -q -rs -p no:cacheprovider --backend "$b" ${k:+-k "$k"} \
+    # SIGINT first: pytest then stops like Ctrl-C and still prints what passed and failed so far (and the junit)
+    (timeout -s INT -k 30 "${T_SUITE:-240}" gpu-bundle/run.sh shell python3 -m pytest -q -rs -p no:cacheprovider --backend "$b" ${k:+-k "$k"} \
        -n "${SUITE_WORKERS:-3}" --junitxml="$suite/junit-$b.xml" shared_tests/test_conformance.py \
        shared_tests/test_random_shapes.py shared_tests/test_bad_inputs.py $own $extra > "$suite/test-$b.log" 2>&1
-     rc=$?; [ "$rc" = 124 ] && echo "TIMED OUT after ${T_SUITE:-240} s (T_SUITE): no pass counts, no junit" >> "$suite/test-$b.log") &
+     rc=$?; [ "$rc" = 124 ] && echo "TIMED OUT after ${T_SUITE:-240} s (T_SUITE): the counts above are of the tests that ran" >> "$suite/test-$b.log") &
   done
   wait
   for b in ${backends//,/ }; do echo "$b: $(tail -1 "$suite/test-$b.log")"; done | tee "$out/suite-summary.txt"

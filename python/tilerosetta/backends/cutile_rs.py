@@ -140,12 +140,13 @@ class CuTileRsBackend(Backend):
         return (op, dtype_name(dtype), device, current_stream_handle(t0), arrays, scalars, config)
 
     def planned_request(self, op: str, tensors: tuple[torch.Tensor, ...], params: dict[str, Any]):
-        """request(), worked out once per call signature (op; each tensor's dtype, shape, strides, device;
+        """request(), worked out once per call signature (op; each tensor's dtype, shape, strides, CUDA device;
         each param's type and value) and kept in config_for's memo (so set_config and a changed tuned
         table drop it): a later call fills in only its data pointers and torch's current stream (issue 14
         item 7). Rust checks the whole request on every call either way."""
         try:
-            key = ("rs-request", op, tuple([(t.dtype, t.shape, t.stride(), t.device) for t in tensors]),
+            # get_device(): the CUDA index, -1 off CUDA (such a call is planned every time, below)
+            key = ("rs-request", op, tuple([(t.dtype, t.shape, t.stride(), t.get_device()) for t in tensors]),
                    tuple([(k, type(v), v) for k, v in params.items()]) if params else ())
             memo = self._current_memo()[1]
             plan = memo.get(key)
@@ -153,9 +154,10 @@ class CuTileRsBackend(Backend):
             return self.request(op, tensors, params)
         if plan is None:
             req = self.request(op, tensors, params)
-            if len(memo) >= 4096:
-                memo.clear()
-            memo[key] = req
+            if all(t.is_cuda for t in tensors):  # Rust refuses the others with their device's name: not kept
+                if len(memo) >= 4096:
+                    memo.clear()
+                memo[key] = req
             return req
         name, dtype, device, _stream, arrays, scalars, config = plan
         arrays = [(a[0], t.data_ptr(), a[2], a[3], a[4], a[5]) for a, t in zip(arrays, tensors)]

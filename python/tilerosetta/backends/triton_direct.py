@@ -51,6 +51,15 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
+def hooks_set() -> bool:
+    """Whether a launch hook is installed (a profiler such as Proton): then every launch goes through run(),
+    which calls them. Triton 3.6's hooks are HookChain objects, empty by default (never None)."""
+    import triton
+
+    rt = triton.knobs.runtime
+    return any(h is not None and getattr(h, "calls", True) for h in (rt.launch_enter_hook, rt.launch_exit_hook))
+
+
 def build(kernel, compiled, args: tuple, grid: tuple, kwargs: dict[str, Any]) -> Direct | None:
     """What a later launch of (kernel, args with other tensors, grid, kwargs) needs, from `compiled`, the
     CompiledKernel run() returned for it on the current device; None where this launch must keep going
@@ -58,7 +67,7 @@ def build(kernel, compiled, args: tuple, grid: tuple, kwargs: dict[str, Any]) ->
     import triton
     from triton.backends.nvidia.driver import CudaLauncher
 
-    if compiled is None or hasattr(compiled, "result") or callable(grid) or triton.knobs.runtime.launch_enter_hook:
+    if compiled is None or hasattr(compiled, "result") or callable(grid) or hooks_set():
         return None
     launcher = compiled.run
     if type(launcher) is not CudaLauncher or launcher.global_scratch_size or launcher.profile_scratch_size:
@@ -86,7 +95,7 @@ def launch(d: Direct, args) -> bool:
     """Launches d with this call's tensors (args as the planned launch's args); False, having launched
     nothing, when a tensor is not on d's device or not 16-byte aligned, or d's device is not current."""
     dev = d.device
-    if _current_device() != dev:
+    if _current_device() != dev or hooks_set():
         return False
     values = list(d.values)
     for i in d.tensor_slots:

@@ -448,7 +448,8 @@ class LlamaModel:
         c, ops = self.cfg, self.ops
         B, S = ids.shape
         start = cache["len"] if cache is not None else 0
-        x = self.embed[ids]
+        # torch's embedding kernel; self.embed[ids]'s generic index kernel took 4.3 us of the H200 decode step
+        x = F.embedding(ids, self.embed)
         cos, sin = self._cos_sin(start, S, x.dtype, x.device)
         h = ops.rms_norm(x, self.layers[0]["input_layernorm.weight"], c.eps) if self.layers else x
         H, Hkv, D = c.heads, c.kv_heads, c.head_dim

@@ -55,7 +55,7 @@ _GPU["bmm"] = _GPU["matmul"]
 _MATMUL_SMALL_M = 64
 # PREFETCH (with PDL, kernels/triton/pdl.py): BLOCK_K tiles of its weight panel each program pulls into L2
 # before it waits for the previous kernel of the step. 0 by default: on the H200 decode step (decode_profile
-# --prefetch-sweep, 2026-12-01) 0, 4 and 16 gave the same graph step (1.355, 1.363, 1.352 ms).
+# --step-configs 'matmul:PREFETCH=0;...', 2026-12-01) 0, 4 and 16 gave the same graph step (1.355, 1.363, 1.352 ms).
 _MATMUL_SMALL = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4,
                  "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 0}
 # Decode (G * S <= 64 query rows per K/V head, one 16-row tile against the cache): 128-key TMA tiles, 4 warps,
