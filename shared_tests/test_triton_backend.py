@@ -240,3 +240,19 @@ def test_matmul_forced_split_k(triton_backend, op, dtype, split_k, fixup):
     launches = _matmul_launches(op, dtype, dims, {**triton_backend.default_config(op, dtype, dims), **cfg})
     assert len(launches) == (1 if split_k == 1 or fixup else 2)
     _check(triton_backend, op, dtype, Case(dims), cfg, seed=split_k)
+
+
+def test_pdl_extras_read_the_device_from_the_calls_tensors(monkeypatch):
+    """A kept launch plan's template holds None where the call's tensors go: PDL must be decided from the
+    call's own tensors (it was decided from the template, so on the H200 every kept plan lost PDL)."""
+    from tilerosetta.kernels.triton import Launch, pdl, pdl_extras
+    from tilerosetta.kernels.triton.rms_norm import rms_norm_block_kernel
+
+    seen = []
+    monkeypatch.setattr(pdl, "enabled", lambda device: seen.append(device) or device.type == "meta")
+    x = torch.zeros(4, device="meta")  # a device only the call's tensors can name
+    template = Launch(rms_norm_block_kernel, (1,), (None, None, None, 4, 1e-6), {"BLOCK_N": 4}, {})
+    assert pdl_extras(template, (x, x, x, 4, 1e-6)) == {"PDL": True, "launch_pdl": True}
+    assert seen == [x.device]
+    assert pdl_extras(template) == {"PDL": False, "launch_pdl": False}  # no tensor in the template itself
+    assert pdl_extras(template._replace(constexprs={"BLOCK_N": 4, "PDL": False}), (x,) * 3) == {}

@@ -99,7 +99,7 @@ class TritonBackend(Backend):
         if direct is not None and args is not lx.args:
             entry = direct.get(id(lx))
             if entry is None or entry[0] is not lx:  # entries keep their template alive: ids stay unique
-                extra = _pdl_extras(lx)
+                extra = _pdl_extras(lx, args)
                 compiled = lx.kernel.run(*args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options, **extra)
                 try:
                     d = triton_direct.build(lx.kernel, compiled, tuple(args), lx.grid,
@@ -113,7 +113,7 @@ class TritonBackend(Backend):
             if entry[1] is not None and triton_direct.launch(entry[1], args):
                 return
         # kernel[grid](...) is KernelInterface.__getitem__'s lambda around this same run()
-        lx.kernel.run(*args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options, **_pdl_extras(lx))
+        lx.kernel.run(*args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options, **_pdl_extras(lx, args))
 
     @cached_property
     def _direct(self) -> dict | None:

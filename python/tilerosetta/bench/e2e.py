@@ -21,6 +21,7 @@ ratio to torch's validated call and to torch's own `torch.add(out=)`; and the va
 from __future__ import annotations
 
 import gc
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -363,34 +364,54 @@ class Run:
 
 
 # ---- host cost per call (item 7) ------------------------------------------------------------------------
-def host_cost(names, device: str) -> list[dict]:
-    """Host µs per validated call of each backend (vector_add N=1024), as a ratio to torch's."""
+def host_cost(names, device: str, rounds: int = 21) -> list[dict]:
+    """Host µs per validated call of each backend (vector_add N=1024), as a ratio to torch's. Every
+    contestant's calls are timed in the same rounds (timing.interleaved_overhead_us), so a host whose speed
+    drifts during the run (the H200's moved torch's figure from 9.9 to 15 µs between two calls of one
+    session) cannot favour the backend timed in its fast minute; the per-round ratios' p20-p80 is the noise."""
     from tilerosetta import backends
     from tilerosetta.backends.base import BoundOp
     from tilerosetta.bench import timing
-    from tilerosetta.bench.runner import launch_overhead
+    from tilerosetta.bench.runner import launch_calls
 
     a, b = torch.randn(1024, device=device), torch.randn(1024, device=device)
     out = torch.empty_like(a)
-    native = timing.launch_overhead_us(lambda: torch.add(a, b, out=out), device)
-    tb = backends.get("torch")
-    null = BoundOp(tb, "vector_add", lambda *args, **kw: None)  # validation + dispatch, no kernel
-    rows = [{"type": "host_cost", "backend": "validation only (null kernel)", "op": "vector_add", "case": "N1024",
-             "status": "ok", "bound_us": timing.launch_overhead_us(lambda: null(a, b, out), device),
-             "torch_native_us": native, "note": "BoundOp around a kernel that does nothing: what TileRosetta's "
-                                                "checked path adds to any backend's call"}]
-    torch_rec = launch_overhead(tb, device)
-    for n in names:
+    null = BoundOp(backends.get("torch"), "vector_add", lambda *args, **kw: None)  # validation + dispatch only
+    fns = {"torch.add(out=)": lambda: torch.add(a, b, out=out), "validation only (null kernel)": lambda: null(a, b, out)}
+    recs = {}
+    for n in dict.fromkeys(["torch", *names]):
         be = backends.get(n)
         if not be.is_available()[0] or be.device_type != device:
             continue
-        rec = torch_rec if n == "torch" else launch_overhead(be, device)
-        rec = {**rec, "type": "host_cost", "torch_native_us": native}
+        try:
+            rec, bound, raw = launch_calls(be, device)
+            if bound is not None:
+                bound(), raw()  # a failing call is this backend's error row, not the whole measurement's
+                fns[n], fns[n + " (raw)"] = bound, raw
+        except Exception as exc:
+            rec = {"backend": n, "op": "vector_add", "status": "error", "message": f"{type(exc).__name__}: {exc}"[:1000]}
+        recs[n] = rec
+    per_round = timing.interleaved_overhead_us(fns, device, rounds=rounds)
+    med = {n: statistics.median(v) for n, v in per_round.items()}
+    native = med["torch.add(out=)"]
+    rows = [{"type": "host_cost", "backend": "validation only (null kernel)", "op": "vector_add", "case": "N1024",
+             "status": "ok", "bound_us": med["validation only (null kernel)"], "torch_native_us": native,
+             "note": "BoundOp around a kernel that does nothing: what TileRosetta's checked path adds to any "
+                     "backend's call"}]
+    torch_rounds = per_round.get("torch")
+    for n, rec in recs.items():
+        rec = {**rec, "type": "host_cost", "torch_native_us": native, "rounds": rounds}
+        if n in per_round:
+            rec.update(status="ok", bound_us=med[n], raw_us=med[n + " (raw)"],
+                       bound_p20_us=_pct(per_round[n], 20), bound_p80_us=_pct(per_round[n], 80))
+            if torch_rounds:
+                ratios = [x / t for x, t in zip(per_round[n], torch_rounds)]
+                rec.update(ratio_p20=_pct(ratios, 20), ratio_p80=_pct(ratios, 80))
         if device == "cpu" and n != "torch":
             rec["note"] = ("CPU run: this backend runs in an interpreter here, so its time is the interpreter's "
                            "kernel execution, not a launch cost")
         rows.append(rec)
-    torch_us = torch_rec.get("bound_us")
+    torch_us = med.get("torch")
     for r in rows:
         if r.get("status") == "ok" and torch_us:
             r["ratio_to_torch"] = r["bound_us"] / torch_us
@@ -398,3 +419,8 @@ def host_cost(names, device: str) -> list[dict]:
             r["within_target"] = r["ratio_to_torch"] <= HOST_COST_TARGET
             r["target"] = f"<= {HOST_COST_TARGET}x torch's validated call (issue 14 item 7)"
     return rows
+
+
+def _pct(values: list[float], p: int) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]

@@ -321,25 +321,35 @@ def _returned_problem(spec: OpSpec, case: Case, dtype, inputs: dict, outputs: di
 LAUNCH_CASE = Case({"N": 1024})
 
 
-def launch_overhead(backend: Backend, device: str) -> dict:
-    """Host µs per call of vector_add N=1024 through the BoundOp (validation + binding) and the raw fn."""
+def launch_calls(backend: Backend, device: str) -> tuple[dict, Callable | None, Callable | None]:
+    """(record, validated call, raw call) of vector_add N=1024 on backend: the calls whose host time is the
+    launch overhead; (record with status and message, None, None) when the backend cannot make them."""
     spec = get_spec("vector_add")
     rec = {"type": "launch", "backend": backend.name, "op": spec.name, "case": LAUNCH_CASE.name}
     if spec.name not in backend.implementations():
-        return {**rec, "status": "missing", "message": backend.missing().get(spec.name, "not implemented")}
+        return {**rec, "status": "missing", "message": backend.missing().get(spec.name, "not implemented")}, None, None
     dtype = next((d for d in (torch.float32, torch.bfloat16, torch.float16) if d in backend.dtypes(spec.name)),
                  None)
     if dtype is None:
-        return {**rec, "status": "unsupported", "message": "no float dtype accepted"}
+        return {**rec, "status": "unsupported", "message": "no float dtype accepted"}, None, None
     rec["dtype"] = dtype_name(dtype)
+    inputs, outputs = make_case_tensors(spec, LAUNCH_CASE, dtype, device, SEED)
+    args = [*inputs.values(), *outputs.values()]
+    bound = backend.op(spec.name)
+    raw = backend.implementations()[spec.name]
+    full = spec.full_params({})
+    return rec, lambda: bound(*args), lambda: raw(*args, **full)
+
+
+def launch_overhead(backend: Backend, device: str) -> dict:
+    """Host µs per call of vector_add N=1024 through the BoundOp (validation + binding) and the raw fn."""
+    rec = {"type": "launch", "backend": backend.name, "op": "vector_add", "case": LAUNCH_CASE.name}
     try:
-        inputs, outputs = make_case_tensors(spec, LAUNCH_CASE, dtype, device, SEED)
-        args = [*inputs.values(), *outputs.values()]
-        bound = backend.op(spec.name)
-        raw = backend.implementations()[spec.name]
-        full = spec.full_params({})
-        rec["bound_us"] = timing.launch_overhead_us(lambda: bound(*args), device)
-        rec["raw_us"] = timing.launch_overhead_us(lambda: raw(*args, **full), device)
+        rec, bound, raw = launch_calls(backend, device)
+        if bound is None:
+            return rec
+        rec["bound_us"] = timing.launch_overhead_us(bound, device)
+        rec["raw_us"] = timing.launch_overhead_us(raw, device)
         rec["status"] = "ok"
     except Exception as exc:
         rec.update(status="error", message=f"{type(exc).__name__}: {str(exc)[:1000]}")

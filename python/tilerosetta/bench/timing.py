@@ -231,6 +231,28 @@ def launch_overhead_us(fn: Callable[[], None], device_type: str, calls: int = 20
     return statistics.median(per_call)
 
 
+def interleaved_overhead_us(fns: dict[str, Callable[[], None]], device_type: str, calls: int = 200,
+                            rounds: int = 21) -> dict[str, list[float]]:
+    """Host µs per call of each of several asynchronous calls, per round: every round times `calls` calls of
+    each, in an order rotated round by round, so a host that slows down or speeds up during the measurement
+    (another tenant, clocks) moves every contestant's rounds alike and their ratios stay true."""
+    names = list(fns)
+    for fn in fns.values():
+        for _ in range(20):
+            fn()
+    _sync(device_type)
+    per_round = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            fn = fns[n]
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            per_round[n].append((time.perf_counter() - t0) * 1e6 / calls)
+            _sync(device_type)
+    return per_round
+
+
 def eager_per_call(fn: Callable[[], None], device_type: str, *, estimate_ms: float | None = None,
                    budget_ms: float = 10.0, min_calls: int = 3, max_calls: int = 200) -> dict:
     """What one eager call costs without a CUDA graph: `calls` back-to-back calls (no sync between them,

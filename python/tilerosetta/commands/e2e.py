@@ -113,7 +113,9 @@ def run(args) -> int:
                 write(rec)
                 if rec.get("status") == "ok":
                     console.print(f"host cost {rec['backend']}: {rec['bound_us']:.1f} µs/validated call"
-                                  + (f" ({rec['ratio_to_torch']:.2f}x torch)" if rec.get("ratio_to_torch") else ""),
+                                  + (f" ({rec['ratio_to_torch']:.2f}x torch" if rec.get("ratio_to_torch") else "")
+                                  + (f", rounds {rec['ratio_p20']:.2f}-{rec['ratio_p80']:.2f}x" if "ratio_p20" in rec else "")
+                                  + (")" if rec.get("ratio_to_torch") else ""),
                                   highlight=False)
         if args.host_cost_only:
             console.print(f"results: {path}")

@@ -37,14 +37,16 @@ def run(launches: list[Launch]) -> None:
         lx.kernel.run(*lx.args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options, **extra)
 
 
-def pdl_extras(lx: Launch) -> dict[str, bool]:
+def pdl_extras(lx: Launch, args: tuple | None = None) -> dict[str, bool]:
     """The keywords run() adds to a launch of a kernel that opts in to programmatic dependent launch
-    (a `PDL` constexpr, kernels/triton/pdl.py): {} for the others."""
+    (a `PDL` constexpr, kernels/triton/pdl.py): {} for the others. args: the launch's arguments where they
+    are not lx.args (a kept plan's template holds None where the call's tensors go, and the device is
+    read from those tensors)."""
     if "PDL" not in lx.kernel.arg_names or "PDL" in lx.constexprs:
         return {}
     from tilerosetta.kernels.triton import pdl
 
-    on = pdl.enabled(_device_of(lx.args))
+    on = pdl.enabled(_device_of(lx.args if args is None else args))
     return {"PDL": on, "launch_pdl": on}
 
 
