@@ -40,6 +40,10 @@ from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
 INSTALL_HINT = ("pip install nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 apache-tvm-ffi; "
                 "on the GPU node: tools/peers-bundle.sh + tools/gpu-peers-stage.sh put it on PYTHONPATH")
+try:
+    from torch._C import _cuda_getDevice as _current_device
+except ImportError:  # torch without CUDA: no call gets this far (available() says so)
+    _current_device = torch.cuda.current_device
 MIN_MAJOR = 9  # the kernels are compiled and checked for Hopper (sm_90a) and later
 
 
@@ -181,7 +185,8 @@ class CuteDslBackend(Backend):
         spec = get_spec(op)
         n_tensors = len(spec.inputs) + len(spec.outputs)
 
-        def fn(*tensors, **params):
+        def plan(tensors):
+            """(launch, compiled, extra keywords, which tensors need _compact, device index) of a call."""
             dtype = tensors[0].dtype
             dims = spec.dims_of(tensors[:n_tensors])
             tile_cfg = self.config_for(op, dtype, dims)
@@ -193,8 +198,34 @@ class CuteDslBackend(Backend):
             else:
                 cfg = specialization(op, dtype, variant, dims, tile_cfg)
             compiled = self.compiled(op, dtype, variant, cfg, self._arch_of(tensors[0].device))
-            with torch.cuda.device(tensors[0].device):  # TVM-FFI launches on this device's current stream
-                kernel_module(op).launch(compiled, *(_compact(t) for t in tensors), **params, **extra)
+            return (kernel_module(op).launch, compiled, extra, tuple(_compact(t) is not t for t in tensors),
+                    tensors[0].get_device())
+
+        def fn(*tensors, **params):
+            # Planned once per call signature (issue 14 item 7): each tensor's dtype, shape, strides, CUDA
+            # device and 16-byte alignment (variant_of picks the vectorised / TMA kernels by it), each param;
+            # kept in config_for's memo, so set_config and a changed tuned table drop it.
+            try:
+                key = ("cute-plan", op, tuple([(t.dtype, t.shape, t.stride(), t.get_device(), t.data_ptr() & 15)
+                                               for t in tensors]),
+                       tuple([(k, type(v), v) for k, v in params.items()]) if params else ())
+                memo = self._current_memo()[1]
+                p = memo.get(key)
+            except (AttributeError, TypeError):  # not tensors, unhashable params: plan it, the call says
+                key = p = None
+            if p is None:
+                p = plan(tensors)
+                if key is not None and all(t.is_cuda for t in tensors):
+                    if len(memo) >= 4096:
+                        memo.clear()
+                    memo[key] = p
+            launch, compiled, extra, compact, dev = p
+            args = [_compact(t) if c else t for t, c in zip(tensors, compact)] if True in compact else tensors
+            if _current_device() == dev:
+                launch(compiled, *args, **params, **extra)
+            else:
+                with torch.cuda.device(dev):  # TVM-FFI launches on the current device's current stream
+                    launch(compiled, *args, **params, **extra)
 
         fn.__name__ = op
         return fn
