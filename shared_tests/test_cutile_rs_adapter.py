@@ -300,6 +300,7 @@ def fake_cuda(monkeypatch):
 
     monkeypatch.setattr(cutile_rs, "_CUDA_DEVICE_NAMES", {0: "cuda:0"})
     monkeypatch.setattr(cutile_rs, "current_stream_handle", lambda t: 77)
+    monkeypatch.setattr(cutile_rs, "_raw_stream", lambda index: 77)  # a kept plan knows its device index
 
 
 def test_planned_request_equals_request_with_each_calls_pointers(fake_cuda):

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 
 from tilerosetta import toolchain
-from tilerosetta.backends.base import Backend, current_stream_handle
+from tilerosetta.backends.base import Backend, _raw_stream, current_stream_handle
 from tilerosetta.errors import TileRosettaError, native_refusal
 from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
@@ -144,6 +144,10 @@ class CuTileRsBackend(Backend):
         each param's type and value) and kept in config_for's memo (so set_config and a changed tuned
         table drop it): a later call fills in only its data pointers and torch's current stream (issue 14
         item 7). Rust checks the whole request on every call either way."""
+        return self._planned(op, tensors, params)[0]
+
+    def _planned(self, op: str, tensors, params):
+        """(request, whether it was kept from an earlier call of this signature)."""
         try:
             # get_device(): the CUDA index, -1 off CUDA (such a call is planned every time, below)
             key = ("rs-request", op, tuple([(t.dtype, t.shape, t.stride(), t.get_device()) for t in tensors]),
@@ -151,17 +155,17 @@ class CuTileRsBackend(Backend):
             memo = self._current_memo()[1]
             plan = memo.get(key)
         except (AttributeError, TypeError):  # not tensors, unhashable params: request() names what is wrong
-            return self.request(op, tensors, params)
+            return self.request(op, tensors, params), False
         if plan is None:
             req = self.request(op, tensors, params)
             if all(t.is_cuda for t in tensors):  # Rust refuses the others with their device's name: not kept
                 if len(memo) >= 4096:
                     memo.clear()
                 memo[key] = req
-            return req
+            return req, False
         name, dtype, device, _stream, arrays, scalars, config = plan
-        arrays = [(a[0], t.data_ptr(), a[2], a[3], a[4], a[5]) for a, t in zip(arrays, tensors)]
-        return (name, dtype, device, current_stream_handle(tensors[0]), arrays, scalars, config)
+        arrays = [(n, t.data_ptr(), shape, strides, dt, dev) for (n, _p, shape, strides, dt, dev), t in zip(arrays, tensors)]
+        return (name, dtype, device, _raw_stream(device), arrays, scalars, config), True
 
     def _op_layout(self, op: str):
         """(spec, argument names, ((param, declaration), ...)) of op, kept per op."""
@@ -175,7 +179,10 @@ class CuTileRsBackend(Backend):
     def _make(self, op: str) -> Callable:
         def fn(*tensors, **params):
             try:
-                args = self.planned_request(op, tensors, params)
+                args, kept = self._planned(op, tensors, params)
+                if kept:  # this signature launched before: its JIT compile is behind it
+                    self._mod.launch(*args)
+                    return
                 key = f"{op}/{args[1]}"
                 if key in self._first_call:
                     self._mod.launch(*args)

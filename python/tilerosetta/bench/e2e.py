@@ -368,7 +368,8 @@ def host_cost(names, device: str, rounds: int = 21) -> list[dict]:
     """Host µs per validated call of each backend (vector_add N=1024), as a ratio to torch's. Every
     contestant's calls are timed in the same rounds (timing.interleaved_overhead_us), so a host whose speed
     drifts during the run (the H200's moved torch's figure from 9.9 to 15 µs between two calls of one
-    session) cannot favour the backend timed in its fast minute; the per-round ratios' p20-p80 is the noise."""
+    session) cannot favour the backend timed in its fast minute. ratio_to_torch is the median of the per-round
+    ratios (p20-p80 beside it: the noise); ratio_of_medians, of the two medians, is kept for comparison."""
     from tilerosetta import backends
     from tilerosetta.backends.base import BoundOp
     from tilerosetta.bench import timing
@@ -404,9 +405,10 @@ def host_cost(names, device: str, rounds: int = 21) -> list[dict]:
         if n in per_round:
             rec.update(status="ok", bound_us=med[n], raw_us=med[n + " (raw)"],
                        bound_p20_us=_pct(per_round[n], 20), bound_p80_us=_pct(per_round[n], 80))
-            if torch_rounds:
+            if torch_rounds:  # the ratio within each round: what the host's drift cannot move
                 ratios = [x / t for x, t in zip(per_round[n], torch_rounds)]
-                rec.update(ratio_p20=_pct(ratios, 20), ratio_p80=_pct(ratios, 80))
+                rec.update(ratio_to_torch=statistics.median(ratios), ratio_p20=_pct(ratios, 20),
+                           ratio_p80=_pct(ratios, 80))
         if device == "cpu" and n != "torch":
             rec["note"] = ("CPU run: this backend runs in an interpreter here, so its time is the interpreter's "
                            "kernel execution, not a launch cost")
@@ -414,7 +416,8 @@ def host_cost(names, device: str, rounds: int = 21) -> list[dict]:
     torch_us = med.get("torch")
     for r in rows:
         if r.get("status") == "ok" and torch_us:
-            r["ratio_to_torch"] = r["bound_us"] / torch_us
+            r["ratio_of_medians"] = r["bound_us"] / torch_us
+            r.setdefault("ratio_to_torch", r["ratio_of_medians"])  # the null kernel's: no rounds of its own kept
             r["ratio_to_torch_native"] = r["bound_us"] / native
             r["within_target"] = r["ratio_to_torch"] <= HOST_COST_TARGET
             r["target"] = f"<= {HOST_COST_TARGET}x torch's validated call (issue 14 item 7)"
