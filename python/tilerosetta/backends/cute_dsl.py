@@ -221,7 +221,7 @@ class CuteDslBackend(Backend):
                     memo[key] = p
             launch, compiled, extra, compact, dev = p
             args = [_compact(t) if c else t for t, c in zip(tensors, compact)] if True in compact else tensors
-            if _current_device() == dev:
+            if dev < 0 or _current_device() == dev:  # off CUDA (CPU tests with stand-ins): no device to switch to
                 launch(compiled, *args, **params, **extra)
             else:
                 with torch.cuda.device(dev):  # TVM-FFI launches on the current device's current stream
