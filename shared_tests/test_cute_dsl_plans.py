@@ -8,19 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from cuda_fakes import cuda_like
+
 from tilerosetta.backends import cute_dsl as adapter
 from tilerosetta.backends.cute_dsl import CuteDslBackend
-
-
-class _OnCuda(torch.Tensor):
-    is_cuda = True
-
-    def get_device(self):
-        return 0
-
-
-def _cuda_like(*ts):
-    return tuple(t.as_subclass(_OnCuda) for t in ts)
 
 
 @pytest.fixture()
@@ -48,13 +39,13 @@ def test_one_plan_per_signature_each_call_its_own_tensors(rig):
     fn = b._bind("rms_norm")
     seen = []
     for _ in range(3):
-        x, w, out = _cuda_like(torch.randn(4, 64), torch.randn(64), torch.empty(4, 64))
+        x, w, out = cuda_like(torch.randn(4, 64), torch.randn(64), torch.empty(4, 64))
         fn(x, w, out, eps=1e-5)
         seen.append((x, w, out))
     assert len(compiles) == 1, "planned (and compiled) once for one signature"
     assert [l[1] for l in launches] == [tuple(t) for t in seen], "each call launches its own tensors"
     assert all(l[2] == {"eps": 1e-5} for l in launches)
-    fn(*_cuda_like(torch.randn(4, 128), torch.randn(128), torch.empty(4, 128)), eps=1e-5)
+    fn(*cuda_like(torch.randn(4, 128), torch.randn(128), torch.empty(4, 128)), eps=1e-5)
     assert len(compiles) == 2, "a new shape plans again"
     fn(*seen[0], eps=1e-3)
     assert len(launches) == 5 and launches[-1][2] == {"eps": 1e-3}
@@ -64,9 +55,9 @@ def test_alignment_is_part_of_the_signature(rig):
     b, launches, compiles = rig
     fn = b._bind("vector_add")
     buf = torch.randn(1025)
-    a, c, out = _cuda_like(torch.randn(1024), torch.randn(1024), torch.empty(1024))
+    a, c, out = cuda_like(torch.randn(1024), torch.randn(1024), torch.empty(1024))
     fn(a, c, out)
-    fn(*_cuda_like(buf[1:], torch.randn(1024), torch.empty(1024)))  # 4 bytes off: the scalar kernel
+    fn(*cuda_like(buf[1:], torch.randn(1024), torch.empty(1024)))  # 4 bytes off: the scalar kernel
     assert [v for _, _, v, _ in compiles] == ["vec", "scalar"]
 
 
@@ -75,8 +66,8 @@ def test_odd_strides_of_extent_one_are_compacted_per_call(rig):
     fn = b._bind("vector_add")
     for _ in range(2):
         t = torch.randn(1024, 1).t()  # (1, 1024) with strides (1, 1): TVM-FFI wants (1024, 1)
-        a = _cuda_like(t)[0]
-        fn(a, *_cuda_like(torch.randn(1, 1024), torch.empty(1, 1024)))
+        a = cuda_like(t)[0]
+        fn(a, *cuda_like(torch.randn(1, 1024), torch.empty(1, 1024)))
     assert len(compiles) == 1
     assert all(l[1][0].stride() == (1024, 1) for l in launches)
     assert launches[0][1][0].data_ptr() != launches[1][1][0].data_ptr()
@@ -85,7 +76,7 @@ def test_odd_strides_of_extent_one_are_compacted_per_call(rig):
 def test_set_config_drops_the_plans(rig):
     b, launches, compiles = rig
     fn = b._bind("vector_add")
-    args = _cuda_like(torch.randn(1024), torch.randn(1024), torch.empty(1024))
+    args = cuda_like(torch.randn(1024), torch.randn(1024), torch.empty(1024))
     fn(*args)
     space = b.config_space("vector_add", torch.float32)
     if not space:

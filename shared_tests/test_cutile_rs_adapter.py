@@ -14,6 +14,8 @@ import math
 import pytest
 import torch
 
+from cuda_fakes import cuda_like
+
 from tilerosetta import backends, toolchain
 from tilerosetta.backends.cutile_rs import MODULE, CuTileRsBackend
 from tilerosetta.specs import OP_NAMES, SPECS
@@ -281,19 +283,6 @@ def test_compile_only_refuses_wrong_dims():
         ext.compile_only("bmm", "bf16", [64, 64, 64], assemble=False)
 
 
-class _OnCuda(torch.Tensor):
-    """A host tensor that says it is on CUDA device 0 (what planned_request keeps plans for)."""
-
-    is_cuda = True
-
-    def get_device(self):
-        return 0
-
-
-def _cuda_like(*ts):
-    return tuple(t.as_subclass(_OnCuda) for t in ts)
-
-
 @pytest.fixture()
 def fake_cuda(monkeypatch):
     from tilerosetta.backends import cutile_rs
@@ -309,7 +298,7 @@ def test_planned_request_equals_request_with_each_calls_pointers(fake_cuda):
     b = CuTileRsBackend()
     ptrs = set()
     for _ in range(3):
-        x, w, out = _cuda_like(torch.randn(4, 8), torch.randn(8), torch.empty(4, 8))
+        x, w, out = cuda_like(torch.randn(4, 8), torch.randn(8), torch.empty(4, 8))
         got = b.planned_request("rms_norm", (x, w, out), {"eps": 1e-5})
         assert got == b.request("rms_norm", (x, w, out), {"eps": 1e-5})
         assert got[3] == 77 and got[4][0][5] == "cuda:0"
@@ -317,13 +306,13 @@ def test_planned_request_equals_request_with_each_calls_pointers(fake_cuda):
     assert len(ptrs) == 3, "each call's own pointers"
     assert sum(1 for k in b._current_memo()[1] if k[0] == "rs-request") == 1, "one kept plan"
     assert b.planned_request("rms_norm", (x, w, out), {"eps": 1e-3})[5] == {"eps": 1e-3}
-    xt = _cuda_like(torch.randn(8, 4).t())[0]  # same shape and dtype, other strides
+    xt = cuda_like(torch.randn(8, 4).t())[0]  # same shape and dtype, other strides
     assert b.planned_request("rms_norm", (xt, w, out), {"eps": 1e-5})[4][0][3] == (1, 4)
-    half = _cuda_like(x.half(), w.half(), out.half())
+    half = cuda_like(x.half(), w.half(), out.half())
     assert b.planned_request("rms_norm", half, {"eps": 1e-5}) == b.request("rms_norm", half, {"eps": 1e-5})
-    q = _cuda_like(torch.zeros(1, 2, 3, 64))[0]
+    q = cuda_like(torch.zeros(1, 2, 3, 64))[0]
     assert b.planned_request("attention", (q,) * 4, {"causal": False, "scale": None})[5]["scale"] == 0.125
-    assert b.planned_request("attention", _cuda_like(torch.zeros(1, 2, 3, 16)) * 4,
+    assert b.planned_request("attention", cuda_like(torch.zeros(1, 2, 3, 16)) * 4,
                              {"causal": False, "scale": None})[5]["scale"] == 0.25
 
 
@@ -339,7 +328,7 @@ def test_planned_request_keeps_no_plan_off_cuda():
 @needs_ext
 def test_planned_request_follows_set_config(fake_cuda):
     b = CuTileRsBackend()
-    args = _cuda_like(torch.zeros(4), torch.zeros(4), torch.zeros(4))
+    args = cuda_like(torch.zeros(4), torch.zeros(4), torch.zeros(4))
     assert b.planned_request("vector_add", args, {})[6] == {}
     b.set_config("vector_add", FP32, {"BLOCK": 256})
     assert b.planned_request("vector_add", args, {})[6] == {"BLOCK": 256}

@@ -23,6 +23,21 @@ def tb():
     return b
 
 
+def _warm_vector_add(tb, n):
+    """vector_add of n elements called 3 times (plan, build the direct launch, launch directly); its
+    tensors and op."""
+    op = tb.op("vector_add")
+    a, b, out = (torch.randn(n, device="cuda") for _ in range(3))
+    for _ in range(3):
+        op(a, b, out)
+    return op, a, b, out
+
+
+def _direct_for(tb, n):
+    """The direct launch kept for vector_add of n elements (its last planned argument)."""
+    return next(d for lx, d in tb._direct.values() if d is not None and lx.args[-1] == n)
+
+
 def _entries(b, kernel_name):
     return [d for lx, d in b._direct.values() if lx.kernel.fn.__name__ == kernel_name]
 
@@ -52,7 +67,7 @@ def test_misaligned_view_falls_back_and_is_right(tb):
     out = torch.empty(n + 1, device="cuda")
     for _ in range(3):
         op(a, b, out[:n])
-    d = next(d for lx, d in tb._direct.values() if d is not None and lx.args[-1] == n)
+    d = _direct_for(tb, n)
     shifted = out[1:]  # 4 bytes past a 16-byte boundary: the kernel compiled for aligned pointers must not see it
     assert triton_direct.launch(d, (a, b, shifted, n)) is False
     shifted.zero_()
@@ -61,13 +76,9 @@ def test_misaligned_view_falls_back_and_is_right(tb):
 
 
 def test_host_tensor_is_refused_by_direct_launch(tb):
-    op = tb.op("vector_add")
     n = 4096 + 43
-    a, b, out = (torch.randn(n, device="cuda") for _ in range(3))
-    for _ in range(3):
-        op(a, b, out)
-    d = next(d for lx, d in tb._direct.values() if d is not None and lx.args[-1] == n)
-    assert triton_direct.launch(d, (a, b.cpu(), out, n)) is False
+    _op, a, b, out = _warm_vector_add(tb, n)
+    assert triton_direct.launch(_direct_for(tb, n), (a, b.cpu(), out, n)) is False
 
 
 def test_pdl_kernels_keep_launch_pdl(tb):
@@ -87,11 +98,8 @@ def test_pdl_kernels_keep_launch_pdl(tb):
 
 
 def test_graph_capture_replays_direct_launch(tb):
-    op = tb.op("vector_add")
     n = 4096 + 47
-    a, b, out = (torch.randn(n, device="cuda") for _ in range(3))
-    for _ in range(3):
-        op(a, b, out)
+    op, a, b, out = _warm_vector_add(tb, n)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     g = torch.cuda.CUDAGraph()
