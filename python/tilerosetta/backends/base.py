@@ -189,6 +189,14 @@ _NO_PLAN = object()  # launch_plan: a signature not seen yet (None = seen, not k
 _PLAIN = (int, float, bool, type(None))
 
 
+def remember(memo: dict, key, value) -> None:
+    """Keep value under key in a signature memo (Backend.signature_memo), which random shapes must not grow
+    without bound."""
+    if len(memo) >= 4096:
+        memo.clear()
+    memo[key] = value
+
+
 def _launch_template(launches: list, tensors: tuple):
     """((launch with None for each tensor argument, ((arg index, tensor position), ...)), ...), or None when
     the launches hold anything else than the call's own tensors and plain values (see launch_plan)."""
@@ -219,6 +227,14 @@ try:
 except ImportError:  # a torch built without CUDA
     def _raw_stream(index: int) -> int:
         return torch.cuda.current_stream(index).cuda_stream
+
+
+# torch's current CUDA device index, without torch.cuda.current_device()'s Python layer (launch paths ask
+# on every call whether the device they planned for is still current).
+try:
+    from torch._C import _cuda_getDevice as current_device_index
+except ImportError:  # a torch built without CUDA
+    current_device_index = torch.cuda.current_device
 
 
 def current_stream_handle(t: torch.Tensor) -> int:
@@ -476,31 +492,41 @@ class Backend:
             memo = self._config_memo = (token, {})
         return token, memo[1]
 
+    def signature_memo(self, kind: str, op: str, tensors: tuple, params: dict[str, Any], aligned: bool = False):
+        """(memo, key, what the memo holds for this call signature or _NO_PLAN): the per-signature store of the
+        launch paths (launch_plan; cutile_rs's requests; cute_dsl's launches). The signature: kind and op, each
+        tensor's dtype, shape, strides and CUDA index (get_device(): -1 off CUDA), with `aligned` whether its
+        data pointer is 16-byte aligned (for a plan that picks a kernel by it), and each param's type and
+        value. The memo is config_for's, so set_config and a changed tuned table drop what it holds; store
+        with remember(). (None, None, _NO_PLAN) when the call passes something else than tensors or an
+        unhashable param: such a call is planned every time, and the planner names what is wrong."""
+        try:
+            sig = ([(t.dtype, t.shape, t.stride(), t.get_device(), t.data_ptr() & 15) for t in tensors] if aligned
+                   else [(t.dtype, t.shape, t.stride(), t.get_device()) for t in tensors])
+            key = (kind, op, tuple(sig), tuple([(k, type(v), v) for k, v in params.items()]) if params else ())
+            memo = self._current_memo()[1]
+            return memo, key, memo.get(key, _NO_PLAN)
+        except (AttributeError, TypeError):
+            return None, None, _NO_PLAN
+
     def launch_plan(self, op: str, tensors: tuple, params: dict[str, Any], prepare: Callable[[], list]):
         """The launches of one call as [(launch, args)], kept per call signature (issue 14 item 7).
 
         prepare() (the adapter's planner applied to this call: config_for, then the kernel module's
         prepare) returns a list of launch NamedTuples with an `args` field. Every argument that is one of
         the call's tensors is kept as its position, the rest as the values themselves: a later call of the
-        same signature (device, each tensor's dtype, shape and strides, each param's type and value) gets
+        same signature (signature_memo: each tensor's dtype, shape, strides and device, each param) gets
         the same launches with its own tensors, and no planner runs. Kept only when each argument is one of
         the call's tensors or a plain int, float, bool or None, and the call passes no tensor twice: a plan
         holding a view, a workspace or a descriptor depends on more than the signature, so such a call
         runs prepare() every time. The plans live in config_for's memo, so set_config and a changed tuned
         table drop them too. `launch.args` of a kept plan holds None where a tensor goes: use `args`."""
-        try:
-            key = ("launch", op, tensors[0].get_device(), tuple([(t.dtype, t.shape, t.stride()) for t in tensors]),
-                   tuple([(k, type(v), v) for k, v in params.items()]) if params else ())
-            memo = self._current_memo()[1]
-            plan = memo.get(key, _NO_PLAN)
-        except (AttributeError, TypeError, IndexError):  # not tensors, unhashable params: no plan, the call says
+        memo, key, plan = self.signature_memo("launch", op, tensors, params)
+        if memo is None:  # not tensors, unhashable params: no plan, the call says
             return [(lx, lx.args) for lx in prepare()]
         if plan is _NO_PLAN:  # first call of this signature: plan it and keep the template if it is one
             launches = prepare()
-            template = _launch_template(launches, tensors)
-            if len(memo) >= 4096:
-                memo.clear()
-            memo[key] = template
+            remember(memo, key, _launch_template(launches, tensors))
             return [(lx, lx.args) for lx in launches]
         if plan is None:  # this signature's launches depend on more than the signature
             return [(lx, lx.args) for lx in prepare()]

@@ -32,7 +32,8 @@ import time
 
 import torch
 
-from tilerosetta.backends.base import H200_SM_COUNT, Backend, sm_count
+from tilerosetta.backends.base import _NO_PLAN, H200_SM_COUNT, Backend, remember, sm_count
+from tilerosetta.backends.base import current_device_index as _current_device
 from tilerosetta.kernels.cute_dsl import FORCE_ATTENTION_ENV, KERNEL_MODULES, MISSING, kernel_module, variant_of
 from tilerosetta.kernels.cute_dsl import attention_plan
 from tilerosetta.kernels.cute_dsl import config as cfgmod
@@ -40,10 +41,6 @@ from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
 INSTALL_HINT = ("pip install nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 apache-tvm-ffi; "
                 "on the GPU node: tools/peers-bundle.sh + tools/gpu-peers-stage.sh put it on PYTHONPATH")
-try:
-    from torch._C import _cuda_getDevice as _current_device
-except ImportError:  # torch without CUDA: no call gets this far (available() says so)
-    _current_device = torch.cuda.current_device
 MIN_MAJOR = 9  # the kernels are compiled and checked for Hopper (sm_90a) and later
 
 
@@ -202,23 +199,13 @@ class CuteDslBackend(Backend):
                     tensors[0].get_device())
 
         def fn(*tensors, **params):
-            # Planned once per call signature (issue 14 item 7): each tensor's dtype, shape, strides, CUDA
-            # device and 16-byte alignment (variant_of picks the vectorised / TMA kernels by it), each param;
-            # kept in config_for's memo, so set_config and a changed tuned table drop it.
-            try:
-                key = ("cute-plan", op, tuple([(t.dtype, t.shape, t.stride(), t.get_device(), t.data_ptr() & 15)
-                                               for t in tensors]),
-                       tuple([(k, type(v), v) for k, v in params.items()]) if params else ())
-                memo = self._current_memo()[1]
-                p = memo.get(key)
-            except (AttributeError, TypeError):  # not tensors, unhashable params: plan it, the call says
-                key = p = None
-            if p is None:
+            # Planned once per call signature (issue 14 item 7), 16-byte alignment included: variant_of picks
+            # the vectorised / TMA kernels by it.
+            memo, key, p = self.signature_memo("cute-plan", op, tensors, params, aligned=True)
+            if p is _NO_PLAN:
                 p = plan(tensors)
-                if key is not None and all(t.is_cuda for t in tensors):
-                    if len(memo) >= 4096:
-                        memo.clear()
-                    memo[key] = p
+                if memo is not None and all(t.is_cuda for t in tensors):
+                    remember(memo, key, p)
             launch, compiled, extra, compact, dev = p
             args = [_compact(t) if c else t for t, c in zip(tensors, compact)] if True in compact else tensors
             if dev < 0 or _current_device() == dev:  # off CUDA (CPU tests with stand-ins): no device to switch to

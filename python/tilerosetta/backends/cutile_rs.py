@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 
 from tilerosetta import toolchain
-from tilerosetta.backends.base import Backend, _raw_stream, current_stream_handle
+from tilerosetta.backends.base import _NO_PLAN, Backend, _raw_stream, current_stream_handle, remember
 from tilerosetta.errors import TileRosettaError, native_refusal
 from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
@@ -148,20 +148,11 @@ class CuTileRsBackend(Backend):
 
     def _planned(self, op: str, tensors, params):
         """(request, whether it was kept from an earlier call of this signature)."""
-        try:
-            # get_device(): the CUDA index, -1 off CUDA (such a call is planned every time, below)
-            key = ("rs-request", op, tuple([(t.dtype, t.shape, t.stride(), t.get_device()) for t in tensors]),
-                   tuple([(k, type(v), v) for k, v in params.items()]) if params else ())
-            memo = self._current_memo()[1]
-            plan = memo.get(key)
-        except (AttributeError, TypeError):  # not tensors, unhashable params: request() names what is wrong
-            return self.request(op, tensors, params), False
-        if plan is None:
-            req = self.request(op, tensors, params)
-            if all(t.is_cuda for t in tensors):  # Rust refuses the others with their device's name: not kept
-                if len(memo) >= 4096:
-                    memo.clear()
-                memo[key] = req
+        memo, key, plan = self.signature_memo("rs-request", op, tensors, params)
+        if plan is _NO_PLAN:
+            req = self.request(op, tensors, params)  # names what is wrong with a call of something else
+            if memo is not None and all(t.is_cuda for t in tensors):  # Rust refuses the others by device name
+                remember(memo, key, req)
             return req, False
         name, dtype, device, _stream, arrays, scalars, config = plan
         arrays = [(n, t.data_ptr(), shape, strides, dt, dev) for (n, _p, shape, strides, dt, dev), t in zip(arrays, tensors)]

@@ -23,11 +23,8 @@ from typing import Any, NamedTuple
 import torch
 
 from tilerosetta.backends.base import _raw_stream
+from tilerosetta.backends.base import current_device_index as _current_device
 
-try:
-    from torch._C import _cuda_getDevice as _current_device
-except ImportError:  # torch without CUDA: never reached (no kernel compiles)
-    _current_device = torch.cuda.current_device
 
 
 class Direct(NamedTuple):

@@ -18,7 +18,7 @@ from functools import cached_property
 
 import torch
 
-from tilerosetta.backends.base import Backend
+from tilerosetta.backends.base import Backend, remember
 from tilerosetta.specs import OP_NAMES, get_spec
 
 _HAS_GPU = torch.cuda.is_available()
@@ -35,7 +35,7 @@ import triton  # noqa: E402  (after TRITON_INTERPRET is decided)
 
 from tilerosetta.backends import triton_direct  # noqa: E402
 from tilerosetta.kernels.triton import config  # noqa: E402
-from tilerosetta.kernels.triton import pdl_extras as _pdl_extras  # noqa: E402
+from tilerosetta.kernels.triton import launch_kwargs as _launch_kwargs  # noqa: E402
 
 if INTERPRET:
     from tilerosetta.kernels.triton import interpreter_compat  # noqa: E402
@@ -96,24 +96,22 @@ class TritonBackend(Backend):
         None where the call's tensors go, so `args is not lx.args`) through triton_direct once it has run
         once; any other through JITFunction.run."""
         direct = self._direct
-        if direct is not None and args is not lx.args:
+        kept = direct is not None and args is not lx.args
+        if kept:
             entry = direct.get(id(lx))
-            if entry is None or entry[0] is not lx:  # entries keep their template alive: ids stay unique
-                extra = _pdl_extras(lx, args)
-                compiled = lx.kernel.run(*args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options, **extra)
-                try:
-                    d = triton_direct.build(lx.kernel, compiled, tuple(args), lx.grid,
-                                            {**lx.constexprs, **lx.options, **extra})
-                except Exception:  # Triton internals not as expected: this launch keeps using run()
-                    d = None
-                if len(direct) >= 4096:
-                    direct.clear()
-                direct[id(lx)] = (lx, d)
-                return
-            if entry[1] is not None and triton_direct.launch(entry[1], args):
-                return
+            if entry is not None and entry[0] is lx:  # entries keep their template alive: ids stay unique
+                if entry[1] is not None and triton_direct.launch(entry[1], args):
+                    return
+                kept = False  # built before: this launch goes through run()
+        kw = _launch_kwargs(lx, args)
         # kernel[grid](...) is KernelInterface.__getitem__'s lambda around this same run()
-        lx.kernel.run(*args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options, **_pdl_extras(lx, args))
+        compiled = lx.kernel.run(*args, grid=lx.grid, warmup=False, **kw)
+        if kept:  # a kept plan's first launch: keep what run() found for the next ones
+            try:
+                d = triton_direct.build(lx.kernel, compiled, tuple(args), lx.grid, kw)
+            except Exception:  # Triton internals not as expected: this launch keeps using run()
+                d = None
+            remember(direct, id(lx), (lx, d))
 
     @cached_property
     def _direct(self) -> dict | None:

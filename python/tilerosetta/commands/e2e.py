@@ -112,10 +112,11 @@ def run(args) -> int:
             for rec in e2e.host_cost([w for w in wanted if w in backends.BACKEND_NAMES], plan.device):
                 write(rec)
                 if rec.get("status") == "ok":
-                    console.print(f"host cost {rec['backend']}: {rec['bound_us']:.1f} µs/validated call"
-                                  + (f" ({rec['ratio_to_torch']:.2f}x torch" if rec.get("ratio_to_torch") else "")
-                                  + (f", rounds {rec['ratio_p20']:.2f}-{rec['ratio_p80']:.2f}x" if "ratio_p20" in rec else "")
-                                  + (")" if rec.get("ratio_to_torch") else ""),
+                    ratio = ""
+                    if rec.get("ratio_to_torch"):
+                        spread = f", rounds {rec['ratio_p20']:.2f}-{rec['ratio_p80']:.2f}x" if "ratio_p20" in rec else ""
+                        ratio = f" ({rec['ratio_to_torch']:.2f}x torch{spread})"
+                    console.print(f"host cost {rec['backend']}: {rec['bound_us']:.1f} µs/validated call{ratio}",
                                   highlight=False)
         if args.host_cost_only:
             console.print(f"results: {path}")

@@ -30,11 +30,16 @@ RUN_CONSTEXPRS = ("PDL",)
 
 def run(launches: list[Launch]) -> None:
     for lx in launches:
-        extra = pdl_extras(lx)
         # kernel[grid](...) is Triton's KernelInterface.__getitem__: a lambda calling run(grid=grid,
         # warmup=False, ...) (JITFunction, the interpreter's InterpretedFunction, autotuners alike). Calling
         # run directly is the same launch without a lambda built per launch.
-        lx.kernel.run(*lx.args, grid=lx.grid, warmup=False, **lx.constexprs, **lx.options, **extra)
+        lx.kernel.run(*lx.args, grid=lx.grid, warmup=False, **launch_kwargs(lx))
+
+
+def launch_kwargs(lx: Launch, args: tuple | None = None) -> dict:
+    """The keywords of lx's launch: its constexprs and options, and the PDL ones where the kernel opts in
+    (pdl_extras; args as there)."""
+    return {**lx.constexprs, **lx.options, **pdl_extras(lx, args)}
 
 
 def pdl_extras(lx: Launch, args: tuple | None = None) -> dict[str, bool]:
