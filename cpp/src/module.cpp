@@ -108,25 +108,63 @@ tr::Plan checked_plan(const tr::KernelInfo& k, const py::sequence& tensors, cons
   return plan;
 }
 
-void launch(const std::string& kernel, const py::sequence& tensors, const py::dict& params,
-            std::uintptr_t stream, const py::object& a16) {
-  const tr::KernelInfo& k = find_kernel(kernel);
-  tr::Plan plan = checked_plan(k, tensors, params, a16);  // refuse before touching the driver
+// The driver call of a checked plan, with these data pointers (in the plan's order).
+void launch_plan(const tr::KernelInfo& k, const tr::Plan& plan, tr::CUfunction& f, std::uint64_t* pointers,
+                 std::uintptr_t stream) {
   if (!has_cubin(k.op)) throw std::runtime_error("tile_cpp." + k.op + ": no cubin of this op was built");
   try {
-    tr::CUfunction f = tr::get_function(plan.device, k.op, plan.function);
-    std::vector<void*> args;
-    size_t p = 0, i = 0, fl = 0;
+    if (!f) f = tr::get_function(plan.device, k.op, plan.function);
+    void* args[32];
+    size_t n = 0, p = 0, i = 0, fl = 0;
+    if (plan.kinds.size() > 32) throw std::logic_error("more than 32 kernel parameters");
     for (char kind : plan.kinds) {
-      if (kind == 'p') args.push_back(&plan.pointers[p++]);
-      else if (kind == 'i') args.push_back(&plan.ints[i++]);
-      else args.push_back(&plan.floats[fl++]);
+      if (kind == 'p') args[n++] = &pointers[p++];
+      else if (kind == 'i') args[n++] = const_cast<std::int32_t*>(&plan.ints[i++]);
+      else args[n++] = const_cast<float*>(&plan.floats[fl++]);
     }
-    tr::launch(plan.device, f, plan.grid, args.data(), stream, plan.function);
+    tr::launch(plan.device, f, plan.grid, args, stream, plan.function);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("tile_cpp." + k.op + ": " + e.what());
   }
 }
+
+void launch(const std::string& kernel, const py::sequence& tensors, const py::dict& params,
+            std::uintptr_t stream, const py::object& a16) {
+  const tr::KernelInfo& k = find_kernel(kernel);
+  tr::Plan plan = checked_plan(k, tensors, params, a16);  // refuse before touching the driver
+  tr::CUfunction f = nullptr;
+  launch_plan(k, plan, f, plan.pointers.data(), stream);
+}
+
+// A checked call kept for the later calls of its signature (issue 14 item 7): what make_plan derived from
+// the tensors' shapes, strides, dtypes and devices and from the params (grid, ints, floats, kernel) is
+// fixed; a launch brings only its data pointers and stream. The adapter keeps one per call signature
+// (Backend.signature_memo: each tensor's dtype, shape, strides, device and pointer alignment, each param),
+// so a handle only ever sees tensors of the extents it checked; per launch it re-checks what depends on
+// the pointers alone (tr::check_pointers: null, alignment, overlap), never trusting them blindly.
+struct Prepared {
+  const tr::KernelInfo* k;
+  tr::Plan plan;
+  tr::CUfunction f = nullptr;  // resolved on the first launch: preparing needs no GPU
+
+  void launch(const py::tuple& pointers, std::uintptr_t stream) {
+    const size_t n = PyTuple_GET_SIZE(pointers.ptr());
+    if (n != plan.pointers.size())
+      throw py::value_error("tile_cpp." + k->op + ": argument 'pointers': expected " +
+                            std::to_string(plan.pointers.size()) + " data pointers, got " + std::to_string(n));
+    std::vector<std::uint64_t> given(n);
+    for (size_t i = 0; i < n; ++i) {
+      given[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pointers.ptr(), i));
+      if (given[i] == static_cast<std::uint64_t>(-1) && PyErr_Occurred()) throw py::error_already_set();
+    }
+    try {
+      tr::check_pointers(*k, plan, given);
+    } catch (const tr::ArgError& e) {
+      throw py::value_error(e.what());
+    }
+    launch_plan(*k, plan, f, given.data(), stream);
+  }
+};
 
 }  // namespace
 
@@ -187,6 +225,27 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
   }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(), py::arg("a16") = py::none(),
      "Check a call and return its launch plan without launching (no GPU needed). a16: None picks the "
      "aligned twin when the call allows it, False forces the generic body, True requires the twin.");
+
+  py::class_<Prepared>(m, "Prepared",
+                       "A checked call of one signature; launch(pointers, stream) runs it on other tensors of "
+                       "the same dtypes, shapes, strides, device and alignment (prepare()).")
+      .def("launch", &Prepared::launch, py::arg("pointers"), py::arg("stream"),
+           "Launch on these data pointers (a tuple of ints, in the op's argument order) and CUDA stream "
+           "handle; refuses null, misaligned or overlapping pointers. Asynchronous.")
+      .def_property_readonly("kernel", [](const Prepared& p) { return p.k->name; })
+      .def_property_readonly("function", [](const Prepared& p) { return p.plan.function; })
+      .def_property_readonly("device", [](const Prepared& p) { return p.plan.device; })
+      .def_property_readonly("grid", [](const Prepared& p) {
+        return py::make_tuple(p.plan.grid[0], p.plan.grid[1], p.plan.grid[2]);
+      });
+
+  m.def("prepare", [](const std::string& kernel, const py::sequence& tensors, const py::dict& params,
+                      const py::object& a16) {
+    const tr::KernelInfo& k = find_kernel(kernel);
+    return Prepared{&k, checked_plan(k, tensors, params, a16)};
+  }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(), py::arg("a16") = py::none(),
+     "Check a call as launch() does (no GPU needed) and keep its plan: a Prepared to launch later calls of the "
+     "same signature with their own data pointers.");
 
   m.def("launch", &launch, py::arg("kernel"), py::arg("tensors"), py::arg("params"), py::arg("stream"),
         py::arg("a16") = py::none(),

@@ -276,6 +276,25 @@ std::vector<std::string> op_arguments(const std::string& op) {
   return names;
 }
 
+void check_pointers(const KernelInfo& k, const Plan& plan, const std::vector<std::uint64_t>& pointers) {
+  const std::string& op = k.op;
+  const gen::OpDecl& d = decl(op);
+  if (pointers.size() != plan.pointers.size())
+    throw ArgError{op, "pointers", "expected " + std::to_string(plan.pointers.size()) + " data pointers, got " +
+                                       std::to_string(pointers.size())};
+  const bool a16 = plan.function != plan.entry;  // the `_a16` twin: TMA / 128-bit accesses need 16 bytes
+  std::vector<TensorArg> args(pointers.size());
+  for (size_t i = 0; i < pointers.size(); ++i) {
+    const std::uint64_t p = pointers[i];
+    if (p == 0 || p % element_size(k.dtype) || (a16 && p % 16))
+      throw ArgError{op, d.tensors[i].name, "data_ptr " + std::to_string(p) + " is null or misaligned" +
+                                                (a16 ? " (this plan launches " + plan.function + ")" : "")};
+    args[i].ptr = p;
+    args[i].shape = plan.shapes[i];
+  }
+  check_no_overlap(op, k.dtype, args);
+}
+
 Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict& params) {
   const std::string& op = k.op;
   const Sig& sig = signatures().at(op);
@@ -335,6 +354,7 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
         throw ArgError{op, name, "expected shape " + shape_str(e) + ", got " + shape_str(args[i].shape)};
       }
     plan.pointers.push_back(args[i].ptr);
+    plan.shapes.push_back(args[i].shape);
   }
   check_no_overlap(op, k.dtype, args);
 

@@ -32,6 +32,7 @@ struct Plan {
   unsigned grid[3] = {1, 1, 1};
   std::map<std::string, std::int64_t> dims;
   std::vector<std::uint64_t> pointers;  // device pointers, in the kernel's parameter order
+  std::vector<std::vector<std::int64_t>> shapes;  // each tensor's shape (contiguous), in the same order
   std::vector<std::int32_t> ints;       // then these int parameters
   std::vector<float> floats;            // then these float parameters (order per op, see ops.cpp)
   std::vector<char> kinds;              // 'p', 'i', 'f' per kernel parameter, in order
@@ -57,5 +58,10 @@ std::vector<std::string> op_arguments(const std::string& op);
 // Checks tensors (duck typed: data_ptr(), shape, stride(), dtype, device) and params against the op's
 // signature and the kernel's dtype/config, and computes the launch plan. Throws ArgError.
 Plan make_plan(const KernelInfo& k, const pybind11::sequence& tensors, const pybind11::dict& params);
+
+// New data pointers for a kept plan (Prepared in module.cpp): the checks of make_plan that depend on the
+// pointers alone. Each non-null and element-aligned (16-byte aligned when the plan launches an `_a16`
+// twin), and no output overlapping another tensor beyond what the op declares in place. Throws ArgError.
+void check_pointers(const KernelInfo& k, const Plan& plan, const std::vector<std::uint64_t>& pointers);
 
 }  // namespace tr

@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from tilerosetta.backends.base import Backend, current_stream_handle, sm_count
+from tilerosetta.backends.base import _NO_PLAN, Backend, current_stream_handle, remember, sm_count
 from tilerosetta.errors import native_refusal
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -124,6 +124,8 @@ class TileCppBackend(Backend):
     def available(self):
         if _mod is None:
             return False, _IMPORT_ERROR
+        if not hasattr(_mod, "prepare"):
+            return False, "extension built from older sources (no prepare()): rebuild with make build-python"
         ok, why = _mod.driver_status()
         if not ok:
             return False, f"no CUDA GPU: {why}"
@@ -168,10 +170,16 @@ class TileCppBackend(Backend):
 
         def fn(*tensors, **params):
             try:
-                dims = spec.dims_of(tensors)
-                kernel = self.kernel_for(op, tensors[0].dtype, dims)
-                # Positional arguments: pybind11's keyword matching costs more than the rest of the binding.
-                _mod.launch(kernel, tensors, params, current_stream_handle(tensors[0]), _A16)
+                # One checked plan per call signature (incl. pointer alignment, which picks the _a16 twin): a
+                # later call of it only hands its data pointers and stream to the module (issue 14 item 7).
+                memo, key, prepared = self.signature_memo("cpp-launch", op, tensors, params, aligned=True)
+                if prepared is _NO_PLAN:
+                    kernel = self.kernel_for(op, tensors[0].dtype, spec.dims_of(tensors))
+                    # Positional arguments: pybind11's keyword matching costs more than the rest of the binding.
+                    prepared = _mod.prepare(kernel, tensors, params, _A16)
+                    if memo is not None:
+                        remember(memo, key, prepared)
+                prepared.launch(tuple([t.data_ptr() for t in tensors]), current_stream_handle(tensors[0]))
             except (ValueError, TypeError, AttributeError) as exc:  # ops.cpp's checks; junk on the raw path
                 raise native_refusal(op, self.name, exc) from exc
 
