@@ -13,7 +13,8 @@
    attention configs on a decode step, each timed with stream_us (distinct weights or caches back to back
    in one CUDA graph, as the step runs them): where Triton's decode tuned entries and defaults come from.
 3. Decode profile: the 8-layer model on each --backends entry, one eager decode step under torch.profiler:
-   GPU time summed per kernel name, against the CUDA-graph step time and the weight-streaming limit.
+   GPU time summed per kernel name, against the CUDA-graph step time and the weight-streaming limit; then
+   the eager step's wall time and its host time per function (cProfile): why eager decode is host-bound.
 The figures that are published come from `tilerosetta e2e` and the bench; this says where time goes.
 """
 from __future__ import annotations
@@ -197,8 +198,12 @@ def decode_profile(name, layers, ctx, copy_gbps, log):
     graph_ms = stream_us([step], reps=30)[0] / 1e3
     limit_ms = model.weight_bytes() / (copy_gbps * 1e6)
     total = sum(v["us"] for v in kern.values())
+    eager_ms, host = eager_host(step)
     log(f"== {name}: graph step {graph_ms:.3f} ms, kernels {total / 1e3:.3f} ms, limit {limit_ms:.3f} ms "
-        f"({100 * limit_ms / graph_ms:.0f}% of limit)")
+        f"({100 * limit_ms / graph_ms:.0f}% of limit); eager step {eager_ms:.3f} ms")
+    log(f"   eager step's host time by function (cProfile, us per step, own / cumulative, calls per step):")
+    for row in host[:14]:
+        log(f"   {row['own_us']:9.1f} {row['cum_us']:9.1f}  {row['calls']:6.1f}x  {row['function']}")
     for k_, v in sorted(kern.items(), key=lambda kv: -kv[1]["us"])[:25]:
         log(f"   {v['us']:9.1f} us  {v['calls']:5.1f}x  {k_[:110]}")
     # The kernels of the last profiled step in launch order: layer 0's sequence and the LM head's.
@@ -209,7 +214,34 @@ def decode_profile(name, layers, ctx, copy_gbps, log):
     for n_, us in seq[:16] + [("...", 0.0)] + seq[-4:]:
         log(f"      {us:8.1f}  {n_}")
     return {"backend": name, "graph_ms": graph_ms, "kernel_ms": total / 1e3, "limit_ms": limit_ms,
-            "where": model.where, "kernels": kern, "sequence": seq}
+            "eager_ms": eager_ms, "eager_host": host[:40], "where": model.where, "kernels": kern, "sequence": seq}
+
+
+def eager_host(step, steps=10):
+    """(ms per eager step, wall with a sync per step; [{function, own_us, cum_us, calls} per step by own time]
+    from cProfile over `steps` more): where an eager decode step's host time goes (issue 14 item 7)."""
+    import cProfile
+    import pstats
+    import time
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    eager_ms = (time.perf_counter() - t0) * 1e3 / steps
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    prof.disable()
+    rows = []
+    for (file, line, fn), (_cc, calls, own, cum, _callers) in pstats.Stats(prof).stats.items():
+        where = f"{file.rsplit('/', 1)[-1]}:{line}({fn})" if file != "~" else fn
+        rows.append({"function": where, "own_us": own * 1e6 / steps, "cum_us": cum * 1e6 / steps,
+                     "calls": calls / steps})
+    return eager_ms, sorted(rows, key=lambda r: -r["own_us"])
 
 
 def main(argv=None):
