@@ -92,7 +92,7 @@ def test_row_op_launches_the_entry_its_row_width_needs(fake_driver, tmp_path, n,
 
 def test_attention_parameters(fake_driver, tmp_path):
     shape = [2, 3, 300, 64]
-    result, log = run_child(fake_driver, tmp_path, "ppppiiiifi", "attention_bf16_64_128_64_0", [shape] * 4,
+    result, log = run_child(fake_driver, tmp_path, "ppppiiiifi", "attention_bf16_64_128_64_8", [shape] * 4,
                             "bfloat16", {"causal": True, "scale": 0.5})
     assert result == "ok", result
     grid, params = log[2].split(" block=")[0], log[2].split("params=")[1].split()
@@ -105,7 +105,7 @@ def test_attention_parameters(fake_driver, tmp_path):
 def test_attention_grouped_heads_decode_parameters(fake_driver, tmp_path):
     # q (2, 8, 1, 64) against a 300-key cache of 2 K/V heads: G = 4, one query block per head.
     q, kv = [2, 8, 1, 64], [2, 2, 300, 64]
-    result, log = run_child(fake_driver, tmp_path, "ppppiiiifi", "attention_bf16_64_128_64_0", [q, kv, kv, q],
+    result, log = run_child(fake_driver, tmp_path, "ppppiiiifi", "attention_bf16_64_128_64_8", [q, kv, kv, q],
                             "bfloat16", {"causal": True, "scale": None})
     assert result == "ok", result
     grid, params = log[2].split(" block=")[0], log[2].split("params=")[1].split()

@@ -197,7 +197,7 @@ def test_refuses_bad_params_and_head_dim():
     refused("rms_norm_fp32_1_1024_4", [x, w, out], {}, op="rms_norm", arg="eps", match="missing")
     refused("rms_norm_fp32_1_1024_4", [x, w, out], {"eps": "x"}, op="rms_norm", arg="eps", exc=TypeError)
     q = fakes("attention", {"B": 1, "H": 2, "S": 17, "D": 128}, torch.float16)
-    refused("attention_fp16_64_128_64_0", q, {"causal": False, "scale": None}, op="attention", arg="q",
+    refused("attention_fp16_64_128_64_8", q, {"causal": False, "scale": None}, op="attention", arg="q",
             match="D=128")
     r = fakes("rope", {"B": 1, "H": 1, "S": 3, "D": 5})
     refused("rope_fp32_16_64_4", r, op="rope", arg="q", match="even")
@@ -213,9 +213,9 @@ def test_refuses_param_values_the_spec_refuses():
         refused("rms_norm_fp32_1_1024_4", [x, w, out], {"eps": eps}, op="rms_norm", arg="eps", match="> 0")
     q = fakes("attention", {"B": 1, "H": 2, "S": 17, "D": 64}, torch.float16)
     for causal in ("false", "yes", 1, None):
-        refused("attention_fp16_64_128_64_0", q, {"causal": causal, "scale": None}, op="attention",
+        refused("attention_fp16_64_128_64_8", q, {"causal": causal, "scale": None}, op="attention",
                 arg="causal", exc=TypeError, match="bool")
-    refused("attention_fp16_64_128_64_0", q, {"causal": True, "scale": -0.5}, op="attention", arg="scale",
+    refused("attention_fp16_64_128_64_8", q, {"causal": True, "scale": -0.5}, op="attention", arg="scale",
             match="> 0")
 
 
@@ -295,8 +295,8 @@ def test_plan_attention_gqa_and_kv_length():
     ("rope_bf16_16_64_4", "rope", {"B": 1, "H": 2, "S": 5, "D": 24}, torch.bfloat16, 1 << 20, False),  # D/2 = 12
     ("add_rms_norm_bf16_1_1024_4", "add_rms_norm", {"M": 2, "N": 4096}, torch.bfloat16, 1 << 20, True),
     ("add_rms_norm_bf16_1_1024_4", "add_rms_norm", {"M": 2, "N": 4100}, torch.bfloat16, 1 << 20, False),
-    ("attention_fp16_64_128_64_0", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, 1 << 20, True),
-    ("attention_fp16_64_128_64_0", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, (1 << 20) + 8, False),
+    ("attention_fp16_64_128_64_8", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, 1 << 20, True),
+    ("attention_fp16_64_128_64_8", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, (1 << 20) + 8, False),
 ])
 def test_plan_picks_the_aligned_twin_only_when_it_is_safe(kernel, op, dims, dtype, ptr, aligned):
     tensors = fakes(op, dims, dtype)

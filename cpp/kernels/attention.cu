@@ -13,12 +13,15 @@
 // No split-KV (flash-decoding) schedule here: bench/GAPS.md says why.
 #include "common.cuh"
 
-// The body that runs, for both symbols of each config (see the note at the end): 2-D (S, D) views at the
-// head's offset, no alignment assumptions, so every load is an element load: correct, and slow
-// (bench/GAPS.md, tile_cpp attention).
+// 2-D (S, D) views at the head's offset. A = false: no alignment assumptions, so every load is a 2-byte
+// element load (correct and slow). A = true (the module checked q, k, v, out 16-byte aligned; a head's
+// offset is a multiple of D elements, 128 or 256 bytes): the offsets are stated aligned so the loads can
+// be 128-bit, and every load and the store carry allow_tma=false. Why no TMA: a view whose base is computed
+// in the kernel gets its TMA descriptor built on the device, in a workspace the launch never provides
+// (gemm.cuh); the 3-D-view TMA body that avoided that gave wrong results on the H200 (note at the end).
 // __restrict__ and ct::irange for the key loop: see gemm.cuh (without them the loop is a while-form
 // Tile IR `loop` that tileiras does not pipeline, and every load is ordered before the final store).
-template <typename T, int D, int TQ, int TK>
+template <bool A, typename T, int D, int TQ, int TK>
 __tile__ void attention_tile(T* __restrict__ q, T* __restrict__ k, T* __restrict__ v, T* __restrict__ out,
                              int S, int Sk, int G, float qk_scale_log2, int causal) {
   // One flat grid axis (cpp/src/ops.cpp), query blocks fastest: B*H may exceed grid y's 65535.
@@ -27,12 +30,13 @@ __tile__ void attention_tile(T* __restrict__ q, T* __restrict__ k, T* __restrict
   long long off = (long long)bh * S * D;
   long long kv_off = (long long)(bh / G) * Sk * D;
   int bx = ct::bid().x % nq;
-  ct::partition_view pq{ct::tensor_span{q + off, ct::extents{S, D}}, ct::shape<TQ, D>{}};
-  ct::partition_view pk{ct::tensor_span{k + kv_off, ct::extents{Sk, D}}, ct::shape<TK, D>{}};
-  ct::partition_view pv{ct::tensor_span{v + kv_off, ct::extents{Sk, D}}, ct::shape<TK, D>{}};
-  ct::partition_view po{ct::tensor_span{out + off, ct::extents{S, D}}, ct::shape<TQ, D>{}};
+  ct::partition_view pq{ct::tensor_span{tr::al<A>(q + off), ct::extents{S, D}}, ct::shape<TQ, D>{}};
+  ct::partition_view pk{ct::tensor_span{tr::al<A>(k + kv_off), ct::extents{Sk, D}}, ct::shape<TK, D>{}};
+  ct::partition_view pv{ct::tensor_span{tr::al<A>(v + kv_off), ct::extents{Sk, D}}, ct::shape<TK, D>{}};
+  ct::partition_view po{ct::tensor_span{tr::al<A>(out + off), ct::extents{S, D}}, ct::shape<TQ, D>{}};
 
-  auto qt = pq.load_masked(bx, 0);
+  decltype(pq.load_masked(0, 0)) qt;
+  [[cutile::hint(0, allow_tma = false)]] qt = pq.load_masked(bx, 0);
   using Col = tr::ftile<TQ, 1>;
   using Scores = tr::ftile<TQ, TK>;
   Col m = ct::full<Col>(-INFINITY);
@@ -47,8 +51,9 @@ __tile__ void attention_tile(T* __restrict__ q, T* __restrict__ k, T* __restrict
 
   int kv_end = causal ? ((bx + 1) * TQ + Sk - S < Sk ? (bx + 1) * TQ + Sk - S : Sk) : Sk;
   int nk = tr::ceil_div(kv_end, TK);
+  decltype(pk.load_masked(0, 0)) kt, vt;
   for (int j : ct::irange(0, nk)) {
-    auto kt = pk.load_masked(j, 0);
+    [[cutile::hint(0, allow_tma = false)]] kt = pk.load_masked(j, 0);
     auto s = ct::mma(qt, ct::transpose(kt), ct::zeros<Scores>()) * qk_scale_log2;
     auto visible = (lane + j * TK) < limit;
     s = ct::select(visible, s, ct::full<Scores>(-INFINITY));
@@ -56,25 +61,26 @@ __tile__ void attention_tile(T* __restrict__ q, T* __restrict__ k, T* __restrict
     auto p = ct::exp2(s - m_new);
     auto alpha = ct::exp2(m - m_new);
     l = l * alpha + ct::sum(p, 1_ic);
-    acc = ct::mma(ct::element_cast<T>(p), pv.load_masked(j, 0), acc * alpha);
+    [[cutile::hint(0, allow_tma = false)]] vt = pv.load_masked(j, 0);
+    acc = ct::mma(ct::element_cast<T>(p), vt, acc * alpha);
     m = m_new;
   }
-  po.store_masked(ct::element_cast<T>(acc / l), bx, 0);
+  [[cutile::hint(0, allow_tma = false)]] po.store_masked(ct::element_cast<T>(acc / l), bx, 0);
 }
 
-// Both symbols of a config run the same unaligned body. An aligned body (3-D (B*H, S, D) views of the
-// arguments, TMA, K transposed in registers) compiles and does not fault, but gives wrong results on the
-// H200 (rel_err 1.4-1.7 in every case, fp16 and bf16, W 0 and 8) for a cause not found: bench/GAPS.md.
-// BH is unused; the module passes it for every attention symbol. S: query rows, Sk: keys, G = H / Hkv.
+// An earlier aligned body (3-D (B*H, S, D) views of the arguments, TMA, K transposed in registers) compiled
+// and did not fault, but gave wrong results on the H200 (rel_err 1.4-1.7 in every case, fp16 and bf16, W 0
+// and 8) for a cause not found: bench/GAPS.md. BH is unused; the module passes it for every attention
+// symbol. S: query rows, Sk: keys, G = H / Hkv.
 #define X(op, dt, CT, D, TQ, TK, W)                                                                \
   extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##D##_##TQ##_##TK##_##W(               \
       CT* __restrict__ q, CT* __restrict__ k, CT* __restrict__ v, CT* __restrict__ out, int BH,    \
       int S, int Sk, int G, float qk_scale_log2, int causal) {                                     \
-    attention_tile<CT, D, TQ, TK>(q, k, v, out, S, Sk, G, qk_scale_log2, causal);                  \
+    attention_tile<false, CT, D, TQ, TK>(q, k, v, out, S, Sk, G, qk_scale_log2, causal);           \
   }                                                                                                \
   extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##D##_##TQ##_##TK##_##W##_a16(         \
       CT* __restrict__ q, CT* __restrict__ k, CT* __restrict__ v, CT* __restrict__ out, int BH,    \
       int S, int Sk, int G, float qk_scale_log2, int causal) {                                     \
-    attention_tile<CT, D, TQ, TK>(q, k, v, out, S, Sk, G, qk_scale_log2, causal);                  \
+    attention_tile<true, CT, D, TQ, TK>(q, k, v, out, S, Sk, G, qk_scale_log2, causal);            \
   }
 TR_ATTENTION_KERNELS(X)

@@ -89,8 +89,8 @@ def _gemm_default(dtype, dims):
 
 
 def _attention_default(dtype, dims):
-    # The one instantiated config per head dim (cpp/include/tr_kernels.h).
-    return {"TQ": 128, "TK": 64, "W": 0}
+    # The one instantiated config per head dim (cpp/include/tr_kernels.h says why D 64 takes W 8).
+    return {"TQ": 128, "TK": 64, "W": 8 if dims.get("D") == 64 else 0}
 
 
 # op -> fn(dtype, dims) -> config (a subset of the template arguments; attention's D comes from the call).
