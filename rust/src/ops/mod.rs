@@ -268,12 +268,80 @@ macro_rules! by_dtype {
 /// Validates, then launches on the borrowed stream; returns without waiting for the GPU.
 pub fn launch(req: &Request) -> Result<(), LaunchError> {
     let plan = plan(req)?;
+    launch_planned(req, &plan)
+}
+
+/// A request validated once (`plan`) for launches of one call signature: op, dtype, device, each tensor's
+/// name, shape, strides, dtype and device, the scalars and the configuration. Each launch brings only its
+/// data pointers and stream; what depends on the pointers (non-null, aligned, outputs not overlapping
+/// inputs: `args::check_pointers`) is checked again, the rest is not.
+///
+/// Memory safety rests on the caller: a launch reads and writes the extents validated here, so the
+/// pointers must be those of tensors of exactly this signature (dtype, shape, strides, device), alive for
+/// the work queued on the stream. The Python adapter keeps one handle per such signature
+/// (`Backend.signature_memo`) and hands it only its own call's `data_ptr()`s.
+#[derive(Clone)]
+pub struct Prepared {
+    req: Request,
+    plan: Plan,
+    decl: &'static crate::generated::OpDecl,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("req", &self.req).field("plan", &self.plan).finish()
+    }
+}
+
+impl Prepared {
+    /// Validates `req` exactly as `launch` does (same errors); its pointers and stream are replaced by each
+    /// launch's.
+    pub fn new(req: Request) -> Result<Self, ArgError> {
+        let plan = plan(&req)?;
+        // plan() refused an op without a declaration (check_signature).
+        let decl = crate::generated::op(&req.op).ok_or_else(|| ArgError::new(&req.op, "op", "not an op of the specs (crate::generated)"))?;
+        Ok(Prepared { req, plan, decl })
+    }
+
+    /// The validated request (its pointers are the last launch's, or the ones it was prepared with).
+    pub fn request(&self) -> &Request {
+        &self.req
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Launches with these data pointers (one per tensor, in the request's order) on torch's stream `stream`.
+    /// Refuses, before any CUDA call, a wrong pointer count (argument 'pointers') and whatever
+    /// `args::check_pointers` refuses (argument: the tensor's name), with validation's messages.
+    pub fn launch(&mut self, pointers: &[u64], stream: u64) -> Result<(), LaunchError> {
+        if pointers.len() != self.req.tensors.len() {
+            let names: Vec<&str> = self.req.tensors.iter().map(|t| t.name.as_str()).collect();
+            return Err(ArgError::new(
+                &self.req.op,
+                "pointers",
+                format!("expected {} data pointers ({}), got {}", names.len(), names.join(", "), pointers.len()),
+            )
+            .into());
+        }
+        for (t, &p) in self.req.tensors.iter_mut().zip(pointers) {
+            t.ptr = p;
+        }
+        self.req.stream = stream;
+        crate::args::check_pointers(&self.req, self.decl)?;
+        launch_planned(&self.req, &self.plan)
+    }
+}
+
+/// Launches a request `plan` accepted on the borrowed stream; returns without waiting for the GPU.
+fn launch_planned(req: &Request, plan: &Plan) -> Result<(), LaunchError> {
     let rt = Rt {
         ctx: crate::runtime::context(req.device).map_err(LaunchError::Runtime)?,
         stream: crate::runtime::stream(req.device, req.stream).map_err(LaunchError::Runtime)?,
     };
     // cuTile-rs reports some launch-time checks by panicking; never let a panic cross into Python.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| by_dtype!(req.dtype, launch_typed, req, &plan, &rt)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| by_dtype!(req.dtype, launch_typed, req, plan, &rt)));
     match result {
         Ok(r) => r.map_err(|e| LaunchError::Runtime(format!("cutile_rs.{}: {e}", req.op))),
         Err(p) => {
