@@ -124,6 +124,7 @@ impl ArgView {
 }
 
 /// The borrowed CUDA objects of one call.
+#[derive(Clone)]
 pub struct Rt {
     pub ctx: Arc<Context>,
     pub stream: Arc<Stream>,
@@ -285,6 +286,8 @@ pub struct Prepared {
     req: Request,
     plan: Plan,
     decl: &'static crate::generated::OpDecl,
+    /// (stream handle, the context and that stream) of the last launch.
+    rt: Option<(u64, Rt)>,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -300,7 +303,7 @@ impl Prepared {
         let plan = plan(&req)?;
         // plan() refused an op without a declaration (check_signature).
         let decl = crate::generated::op(&req.op).ok_or_else(|| ArgError::new(&req.op, "op", "not an op of the specs (crate::generated)"))?;
-        Ok(Prepared { req, plan, decl })
+        Ok(Prepared { req, plan, decl, rt: None })
     }
 
     /// The validated request (its pointers are the last launch's, or the ones it was prepared with).
@@ -330,18 +333,38 @@ impl Prepared {
         }
         self.req.stream = stream;
         crate::args::check_pointers(&self.req, self.decl)?;
-        launch_planned(&self.req, &self.plan)
+        // The device is the handle's: keep its context and the last stream borrowed (runtime's caches
+        // behind a lock each, and the context looked up twice, otherwise); the context is bound to this
+        // thread on every launch, as runtime::context does.
+        match &self.rt {
+            Some((handle, rt)) if *handle == stream => {
+                let device = self.req.device;
+                rt.ctx.bind_to_thread().map_err(|e| LaunchError::Runtime(format!("binding CUDA context of device {device}: {e:?}")))?;
+            }
+            _ => self.rt = Some((stream, runtime_of(&self.req)?)),
+        }
+        let rt = &self.rt.as_ref().expect("set above").1;
+        launch_on(&self.req, &self.plan, rt)
     }
+}
+
+/// The borrowed context and stream of `req` (runtime's per-process caches).
+fn runtime_of(req: &Request) -> Result<Rt, LaunchError> {
+    Ok(Rt {
+        ctx: crate::runtime::context(req.device).map_err(LaunchError::Runtime)?,
+        stream: crate::runtime::stream(req.device, req.stream).map_err(LaunchError::Runtime)?,
+    })
 }
 
 /// Launches a request `plan` accepted on the borrowed stream; returns without waiting for the GPU.
 fn launch_planned(req: &Request, plan: &Plan) -> Result<(), LaunchError> {
-    let rt = Rt {
-        ctx: crate::runtime::context(req.device).map_err(LaunchError::Runtime)?,
-        stream: crate::runtime::stream(req.device, req.stream).map_err(LaunchError::Runtime)?,
-    };
+    launch_on(req, plan, &runtime_of(req)?)
+}
+
+/// Launches a request `plan` accepted on `rt`, `req`'s device context and its stream.
+fn launch_on(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), LaunchError> {
     // cuTile-rs reports some launch-time checks by panicking; never let a panic cross into Python.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| by_dtype!(req.dtype, launch_typed, req, plan, &rt)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| by_dtype!(req.dtype, launch_typed, req, plan, rt)));
     match result {
         Ok(r) => r.map_err(|e| LaunchError::Runtime(format!("cutile_rs.{}: {e}", req.op))),
         Err(p) => {
