@@ -45,6 +45,8 @@ def test_unavailable_reason_is_precise():
         assert not ok and reason.startswith("extension not built: run make build-rust"), reason
     elif getattr(ext, "TENSOR_FIELDS", 4) != 6:  # a stale wheel: the adapter sends dtype/device per tensor
         assert not ok and "extension built from older sources" in reason, reason
+    elif getattr(ext, "PREPARED", 0) != 1:  # a stale wheel: the adapter launches through prepare()
+        assert not ok and "extension built from older sources (PREPARED=0" in reason, reason
     elif not torch.cuda.is_available():
         assert (ok, reason) == (False, "no CUDA GPU")
     else:
@@ -281,64 +283,3 @@ def test_extension_compiles_kernels_for_sm90_without_gpu(op, dtype, dims, config
 def test_compile_only_refuses_wrong_dims():
     with pytest.raises(ValueError, match=r"cutile_rs\.bmm: argument 'dims'"):
         ext.compile_only("bmm", "bf16", [64, 64, 64], assemble=False)
-
-
-@pytest.fixture()
-def fake_cuda(monkeypatch):
-    from tilerosetta.backends import cutile_rs
-
-    monkeypatch.setattr(cutile_rs, "_CUDA_DEVICE_NAMES", {0: "cuda:0"})
-    monkeypatch.setattr(cutile_rs, "current_stream_handle", lambda t: 77)
-    monkeypatch.setattr(cutile_rs, "_raw_stream", lambda index: 77)  # a kept plan knows its device index
-
-
-def test_planned_request_equals_request_with_each_calls_pointers(fake_cuda):
-    """planned_request (the launch path) hands Rust what request() would for every call: kept per call
-    signature, with this call's data pointers; a new signature or param is worked out afresh."""
-    b = CuTileRsBackend()
-    ptrs = set()
-    for _ in range(3):
-        x, w, out = cuda_like(torch.randn(4, 8), torch.randn(8), torch.empty(4, 8))
-        got = b.planned_request("rms_norm", (x, w, out), {"eps": 1e-5})
-        assert got == b.request("rms_norm", (x, w, out), {"eps": 1e-5})
-        assert got[3] == 77 and got[4][0][5] == "cuda:0"
-        ptrs.add(got[4][0][1])
-    assert len(ptrs) == 3, "each call's own pointers"
-    assert sum(1 for k in b._current_memo()[1] if k[0] == "rs-request") == 1, "one kept plan"
-    assert b.planned_request("rms_norm", (x, w, out), {"eps": 1e-3})[5] == {"eps": 1e-3}
-    xt = cuda_like(torch.randn(8, 4).t())[0]  # same shape and dtype, other strides
-    assert b.planned_request("rms_norm", (xt, w, out), {"eps": 1e-5})[4][0][3] == (1, 4)
-    half = cuda_like(x.half(), w.half(), out.half())
-    assert b.planned_request("rms_norm", half, {"eps": 1e-5}) == b.request("rms_norm", half, {"eps": 1e-5})
-    q = cuda_like(torch.zeros(1, 2, 3, 64))[0]
-    assert b.planned_request("attention", (q,) * 4, {"causal": False, "scale": None})[5]["scale"] == 0.125
-    assert b.planned_request("attention", cuda_like(torch.zeros(1, 2, 3, 16)) * 4,
-                             {"causal": False, "scale": None})[5]["scale"] == 0.25
-
-
-def test_planned_request_keeps_no_plan_off_cuda():
-    """A host tensor's request is worked out on every call (Rust refuses it, naming its device)."""
-    b = CuTileRsBackend()
-    x, w, out = torch.randn(4, 8), torch.randn(8), torch.empty(4, 8)
-    for _ in range(2):
-        assert b.planned_request("rms_norm", (x, w, out), {"eps": 1e-5})[4][0][5] == "cpu"
-    assert not [k for k in b._current_memo()[1] if k[0] == "rs-request"]
-
-
-@needs_ext
-def test_planned_request_follows_set_config(fake_cuda):
-    b = CuTileRsBackend()
-    args = cuda_like(torch.zeros(4), torch.zeros(4), torch.zeros(4))
-    assert b.planned_request("vector_add", args, {})[6] == {}
-    b.set_config("vector_add", FP32, {"BLOCK": 256})
-    assert b.planned_request("vector_add", args, {})[6] == {"BLOCK": 256}
-    b.set_config("vector_add", FP32, None)
-    assert b.planned_request("vector_add", args, {})[6] == {}
-
-
-def test_planned_request_refuses_bad_params_every_time():
-    b = CuTileRsBackend()
-    x, w, out = torch.randn(4, 8), torch.randn(8), torch.empty(4, 8)
-    for _ in range(2):
-        with pytest.raises(Exception, match="eps"):
-            b.planned_request("rms_norm", (x, w, out), {"eps": -1.0})

@@ -155,13 +155,20 @@ pub fn check_tensor(op: &str, t: &TensorArg, rank: usize, dtype: DType) -> Resul
     if !is_contiguous(&t.shape, &t.strides) {
         return fail(format!("must be contiguous row-major: strides {:?} for shape {:?}", t.strides, t.shape));
     }
+    check_pointer(op, t, dtype)?;
+    Ok(t.shape.iter().map(|&d| d as i32).collect())
+}
+
+/// The part of `check_tensor` that depends on the data pointer alone (non-null, aligned to the element
+/// size): what `ops::Prepared::launch` checks again on every call, with the same messages.
+pub fn check_pointer(op: &str, t: &TensorArg, dtype: DType) -> Result<(), ArgError> {
     if t.ptr == 0 {
-        return fail("null data pointer".to_string());
+        return Err(ArgError::new(op, &t.name, "null data pointer"));
     }
     if t.ptr % dtype.size() as u64 != 0 {
-        return fail(format!("data pointer {:#x} is not aligned to its {}-byte elements", t.ptr, dtype.size()));
+        return Err(ArgError::new(op, &t.name, format!("data pointer {:#x} is not aligned to its {}-byte elements", t.ptr, dtype.size())));
     }
-    Ok(t.shape.iter().map(|&d| d as i32).collect())
+    Ok(())
 }
 
 /// Checks that an extent equals the one bound earlier (symbolic dims such as M, N).
@@ -330,9 +337,27 @@ pub fn check_signature(req: &Request) -> Result<Dims, ArgError> {
             return Err(ArgError::new(op, &t.name, format!("shape {:?} does not match ({}) = {:?}", t.shape, show.join(", "), d.shape)));
         }
     }
+    check_outputs_alias(req, decl)?;
+    Ok(dims)
+}
+
+/// No output of `decl` overlaps another tensor of the request (`check_no_alias`, the declared in-place
+/// pairs excepted). The tensors are `decl`'s, in its order (`check_signature` checked that).
+pub fn check_outputs_alias(req: &Request, decl: &crate::generated::OpDecl) -> Result<(), ArgError> {
+    let tensors = &req.tensors;
     for i in (0..tensors.len()).filter(|&i| decl.tensors[i].output) {
         let others: Vec<&TensorArg> = tensors.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, t)| t).collect();
-        check_no_alias(op, req.dtype, &tensors[i], &others, decl.tensors[i].inplace_ok)?;
+        check_no_alias(&req.op, req.dtype, &tensors[i], &others, decl.tensors[i].inplace_ok)?;
     }
-    Ok(dims)
+    Ok(())
+}
+
+/// What of `check_signature` depends on the data pointers: each pointer (`check_pointer`) in request order,
+/// then the outputs' overlap (`check_outputs_alias`). For a request `check_signature` accepted with other
+/// pointers, this refuses exactly what `check_signature` would refuse with these (same errors).
+pub fn check_pointers(req: &Request, decl: &crate::generated::OpDecl) -> Result<(), ArgError> {
+    for t in &req.tensors {
+        check_pointer(&req.op, t, req.dtype)?;
+    }
+    check_outputs_alias(req, decl)
 }

@@ -56,10 +56,94 @@ fn launch(
     config: HashMap<String, i64>,
 ) -> PyResult<()> {
     let req = request(op, dtype, device, stream, tensors, scalars, config)?;
-    ops::launch(&req).map_err(|e| match e {
+    ops::launch(&req).map_err(launch_error)
+}
+
+fn launch_error(e: LaunchError) -> PyErr {
+    match e {
         LaunchError::Arg(a) => value_error(a),
         LaunchError::Runtime(m) => PyRuntimeError::new_err(m),
-    })
+    }
+}
+
+/// A request validated once for the launches of one call signature (`ops::Prepared`): `prepare` takes
+/// `launch`'s arguments and refuses what it refuses; `Prepared.launch(pointers, stream)` then takes only
+/// each tensor's data pointer (in the request's order) and torch's current raw stream handle, and checks
+/// again only what depends on the pointers (count, non-null, alignment, outputs not overlapping inputs).
+///
+/// The caller reuses a handle only for tensors of the signature it was prepared with (dtype, shape,
+/// strides, device: the adapter's `Backend.signature_memo` key), alive for the stream's work: shapes,
+/// strides, dtypes and devices are not checked again, and that reuse rule is what keeps a launch inside
+/// the memory it was given.
+#[pyclass(name = "Prepared", module = "tilerosetta_cutile_rs")]
+struct PyPrepared(ops::Prepared);
+
+#[pymethods]
+impl PyPrepared {
+    /// Launches on `stream` with these data pointers (a sequence of ints, one per tensor); no host sync.
+    fn launch(&mut self, pointers: Vec<u64>, stream: u64) -> PyResult<()> {
+        self.0.launch(&pointers, stream).map_err(launch_error)
+    }
+
+    #[getter]
+    fn op(&self) -> &str {
+        &self.0.request().op
+    }
+
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.0.request().dtype.name()
+    }
+
+    #[getter]
+    fn device(&self) -> i32 {
+        self.0.request().device
+    }
+
+    /// The tensors' names, in the order `launch` takes their pointers.
+    #[getter]
+    fn tensor_names(&self) -> Vec<String> {
+        self.0.request().tensors.iter().map(|t| t.name.clone()).collect()
+    }
+
+    #[getter]
+    fn num_tensors(&self) -> usize {
+        self.0.request().tensors.len()
+    }
+
+    /// The resolved tile configuration (what `validate` returns for this request).
+    #[getter]
+    fn config(&self) -> HashMap<String, i64> {
+        self.0.plan().cfg.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    /// The plan's extents (`ops::dim_names` order).
+    #[getter]
+    fn dims(&self) -> Vec<i32> {
+        self.0.plan().dims.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        let r = self.0.request();
+        format!("<tilerosetta_cutile_rs.Prepared {} {} cuda:{} dims {:?}>", r.op, r.dtype.name(), r.device, self.0.plan().dims)
+    }
+}
+
+/// Validates like `launch` (same arguments, same errors) and returns the handle later calls of this
+/// signature launch through (`Prepared.launch`); no CUDA call.
+#[pyfunction]
+#[pyo3(signature = (op, dtype, device, stream, tensors, scalars, config))]
+fn prepare(
+    op: &str,
+    dtype: &str,
+    device: i32,
+    stream: u64,
+    tensors: Vec<PyTensor>,
+    scalars: HashMap<String, f64>,
+    config: HashMap<String, i64>,
+) -> PyResult<PyPrepared> {
+    let req = request(op, dtype, device, stream, tensors, scalars, config)?;
+    ops::Prepared::new(req).map(PyPrepared).map_err(value_error)
 }
 
 /// Validation only (no CUDA call): returns the resolved tile configuration. Lets CPU-only tests check
@@ -148,10 +232,17 @@ fn versions() -> HashMap<&'static str, &'static str> {
 /// sources (4 fields: no dtype/device per tensor) is reported unavailable instead of refusing every call.
 const TENSOR_FIELDS: usize = 6;
 
+/// The version of `prepare` / `Prepared.launch(pointers, stream)` this module has: the adapter reports a
+/// wheel without it (built from older sources) unavailable, naming the rebuild.
+const PREPARED: usize = 1;
+
 #[pymodule]
 fn tilerosetta_cutile_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TENSOR_FIELDS", TENSOR_FIELDS)?;
+    m.add("PREPARED", PREPARED)?;
+    m.add_class::<PyPrepared>()?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(ops_implemented, m)?)?;
     m.add_function(wrap_pyfunction!(default_config, m)?)?;

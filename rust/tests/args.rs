@@ -385,3 +385,39 @@ fn signature_binds_products_and_refuses_inconsistent_extents() {
     let e = err(&req("attention", DType::F32, vec![q(), t("k", 1 << 20, &[1, 1, 4, 64]), t("v", 1 << 21, &[1, 1, 4, 64]), t("out", 1 << 22, &[1, 1, 4, 64])]));
     assert_eq!(e.arg, "dtype");
 }
+
+fn arg_err(r: Result<(), ops::LaunchError>) -> ArgError {
+    match r {
+        Err(ops::LaunchError::Arg(a)) => a,
+        other => panic!("expected an argument error before any CUDA call, got {other:?}"),
+    }
+}
+
+/// ops::Prepared validates as `plan` does, then each launch checks only what depends on its pointers,
+/// before any CUDA call and with the errors `plan` gives for a request holding those pointers.
+#[test]
+fn prepared_refuses_what_plan_refuses_and_rechecks_pointers() {
+    let bad = req("vector_add", DType::F32, vec![t("a", 256, &[1000]), t("b", 8192, &[999]), t("out", 65536, &[1000])]);
+    assert_eq!(ops::Prepared::new(bad.clone()).unwrap_err(), err(&bad));
+    let good = req("rope", DType::F32, vec![t("q", 1 << 20, &[1, 2, 8, 64]), t("cos", 1 << 22, &[8, 64]), t("sin", 1 << 23, &[8, 64]), t("out", 1 << 24, &[1, 2, 8, 64])]);
+    let mut p = ops::Prepared::new(good.clone()).unwrap();
+    assert_eq!(p.plan().dims, ops::plan(&good).unwrap().dims);
+
+    let e = arg_err(p.launch(&[1 << 20, 1 << 22, 1 << 23], 7));
+    assert_eq!((e.op.as_str(), e.arg.as_str()), ("rope", "pointers"));
+    assert!(e.message.contains("expected 4 data pointers (q, cos, sin, out), got 3"), "{e}");
+    // (pointers, how plan() refuses the same request with them)
+    for ptrs in [[1 << 20, 0, 1 << 23, 1 << 24], [1 << 20, 1 << 22, (1 << 23) + 2, 1 << 24], [1 << 20, 1 << 22, 1 << 23, 1 << 22],
+                 [1 << 20, 1 << 22, 1 << 23, (1 << 20) + 64]] {
+        let mut same = good.clone();
+        for (t, &q) in same.tensors.iter_mut().zip(&ptrs) {
+            t.ptr = q;
+        }
+        assert_eq!(arg_err(p.launch(&ptrs, 7)), err(&same), "{ptrs:?}");
+    }
+    // the declared in-place pair (rope: out = q) passes the pointer checks as it passes plan()
+    let mut inplace = good.clone();
+    inplace.tensors[3].ptr = 1 << 20;
+    assert!(ops::plan(&inplace).is_ok());
+    assert!(tilerosetta_cutile_rs::args::check_pointers(&inplace, tilerosetta_cutile_rs::generated::op("rope").unwrap()).is_ok());
+}

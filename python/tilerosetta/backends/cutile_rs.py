@@ -4,6 +4,9 @@ module `tilerosetta_cutile_rs` (rust/, built by `make build-rust` as an abi3 whe
 The adapter hands Rust plain integers: each tensor's data pointer, shape, strides, dtype name and
 device, the launch dtype name, the device index and torch's current stream handle. Rust validates them again, borrows the memory and
 the stream (never frees or destroys what torch owns) and launches without a host synchronisation.
+That request is validated once per call signature (`prepare` returns a `Prepared` handle, kept in the
+signature memo); a later call of the signature hands the handle only its data pointers and stream
+(issue 14 item 7: the per-call host cost).
 cuTile-rs JIT-compiles each kernel specialisation on its first launch (Tile IR -> tileiras -> cubin),
 so the pinned tileiras 13.4 must be found: `_prepare_env` points CUTILE_TILEIRAS_PATH at it and
 removes CUDA_HOME before the first call. `first_call_seconds` measures that JIT cost.
@@ -20,7 +23,7 @@ import torch
 
 from tilerosetta import toolchain
 from tilerosetta.backends.base import _NO_PLAN, Backend, _raw_stream, current_stream_handle, remember
-from tilerosetta.errors import TileRosettaError, native_refusal
+from tilerosetta.errors import BackendUnavailable, TileRosettaError, native_refusal
 from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
 
@@ -31,6 +34,7 @@ MODULE = "tilerosetta_cutile_rs"
 GRID_FOLDS = {"transpose": "ceil(M / BM)", "silu_and_mul": "ceil(H / BH)", "rope": "ceil(S / BS)",
               "matmul": "ceil(N / BN)", "bmm": "ceil(M / BM) or ceil(N / BN)", "attention": "ceil(S / BM)"}
 TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
+PREPARED = 1  # prepare() / Prepared.launch(pointers, stream): rust/src/python.rs PREPARED
 _CUDA_DEVICE_NAMES: dict[int, str] = {}
 
 
@@ -83,6 +87,10 @@ class CuTileRsBackend(Backend):
         if fields != TENSOR_FIELDS:
             return False, (f"extension built from older sources (tensors of {fields} fields, this adapter sends "
                            f"{TENSOR_FIELDS}: each tensor's dtype and device): rebuild with make build-rust")
+        prepared = getattr(self._mod, "PREPARED", 0)
+        if prepared != PREPARED:
+            return False, (f"extension built from older sources (PREPARED={prepared}, this adapter launches "
+                           f"through prepare() version {PREPARED}): rebuild with make build-rust")
         if not torch.cuda.is_available():
             return False, "no CUDA GPU"
         tc = toolchain.find()
@@ -139,24 +147,30 @@ class CuTileRsBackend(Backend):
         config = {k: int(v) for k, v in overrides.items()} if overrides else {}
         return (op, dtype_name(dtype), device, current_stream_handle(t0), arrays, scalars, config)
 
-    def planned_request(self, op: str, tensors: tuple[torch.Tensor, ...], params: dict[str, Any]):
-        """request(), worked out once per call signature (op; each tensor's dtype, shape, strides, CUDA device;
-        each param's type and value) and kept in config_for's memo (so set_config and a changed tuned
-        table drop it): a later call fills in only its data pointers and torch's current stream (issue 14
-        item 7). Rust checks the whole request on every call either way."""
-        return self._planned(op, tensors, params)[0]
+    def prepared(self, op: str, tensors: tuple[torch.Tensor, ...], params: dict[str, Any]):
+        """The extension's Prepared handle for this call signature (op; each tensor's dtype, shape, strides and
+        CUDA device; each param's type and value): made by prepare() from request() on the first call of the
+        signature (which validates it as a launch would: Rust's ValueError/TypeError as they are) and kept in
+        config_for's memo (so set_config and a changed tuned table drop it). None for a call that is not kept
+        (a host tensor, which Rust refuses by its device; an unhashable param): such a call goes through
+        launch() with its whole request every time. Memory safety: a handle launches the extents it was
+        validated with, so it is only ever given the pointers of tensors of its own signature (the key)."""
+        memo, key, kept = self.signature_memo("rs-prepared", op, tensors, params)
+        return kept[0] if kept is not _NO_PLAN else self._prepare(op, tensors, params, memo, key)[0]
 
-    def _planned(self, op: str, tensors, params):
-        """(request, whether it was kept from an earlier call of this signature)."""
-        memo, key, plan = self.signature_memo("rs-request", op, tensors, params)
-        if plan is _NO_PLAN:
-            req = self.request(op, tensors, params)  # names what is wrong with a call of something else
-            if memo is not None and all(t.is_cuda for t in tensors):  # Rust refuses the others by device name
-                remember(memo, key, req)
-            return req, False
-        name, dtype, device, _stream, arrays, scalars, config = plan
-        arrays = [(n, t.data_ptr(), shape, strides, dt, dev) for (n, _p, shape, strides, dt, dev), t in zip(arrays, tensors)]
-        return (name, dtype, device, _raw_stream(device), arrays, scalars, config), True
+    def _prepare(self, op: str, tensors, params, memo, key):
+        """(Prepared handle or None, request) of a call whose signature has no handle yet (see prepared())."""
+        req = self.request(op, tensors, params)  # names what is wrong with a call of something else
+        if memo is None or not all(t.is_cuda for t in tensors):
+            return None, req
+        prepare = getattr(self._mod, "prepare", None)
+        if prepare is None:  # a call through implementations() that skipped available()
+            raise BackendUnavailable(self.name, "extension built from older sources (no prepare()): rebuild "
+                                                "with make build-rust")
+        prepared = prepare(*req)
+        # (handle, its device index): a kept call asks torch for that device's current stream.
+        remember(memo, key, (prepared, req[2]))
+        return prepared, req
 
     def _op_layout(self, op: str):
         """(spec, argument names, ((param, declaration), ...)) of op, kept per op."""
@@ -168,22 +182,29 @@ class CuTileRsBackend(Backend):
         return layout
 
     def _make(self, op: str) -> Callable:
+        memo_kind = "rs-prepared"  # prepared()'s
+
         def fn(*tensors, **params):
             try:
-                args, kept = self._planned(op, tensors, params)
-                if kept:  # this signature launched before: its JIT compile is behind it
-                    self._mod.launch(*args)
+                memo, key, kept = self.signature_memo(memo_kind, op, tensors, params)
+                if kept is not _NO_PLAN:  # this signature launched before: its JIT compile is behind it
+                    kept[0].launch([t.data_ptr() for t in tensors], _raw_stream(kept[1]))
                     return
-                key = f"{op}/{args[1]}"
-                if key in self._first_call:
-                    self._mod.launch(*args)
+                prepared, req = self._prepare(op, tensors, params, memo, key)
+                if prepared is None:
+                    run, args = self._mod.launch, req
+                else:
+                    run, args = prepared.launch, ([a[1] for a in req[4]], req[3])
+                first = f"{op}/{req[1]}"
+                if first in self._first_call:
+                    run(*args)
                     return
                 # cuTile-rs JIT-compiles on the host inside the first launch of a specialisation, so timing
                 # the call (no device sync needed) measures Tile IR generation + tileiras + module load.
                 _prepare_env(toolchain.find())  # also when called without backend.op()'s availability check
                 t0 = time.perf_counter()
-                self._mod.launch(*args)
-                self._first_call[key] = time.perf_counter() - t0
+                run(*args)
+                self._first_call[first] = time.perf_counter() - t0
             except (ValueError, TypeError) as exc:  # Rust's argument checks (args.rs), or request() on junk
                 raise native_refusal(op, self.name, exc) from exc
 

@@ -124,6 +124,7 @@ impl ArgView {
 }
 
 /// The borrowed CUDA objects of one call.
+#[derive(Clone)]
 pub struct Rt {
     pub ctx: Arc<Context>,
     pub stream: Arc<Stream>,
@@ -268,12 +269,102 @@ macro_rules! by_dtype {
 /// Validates, then launches on the borrowed stream; returns without waiting for the GPU.
 pub fn launch(req: &Request) -> Result<(), LaunchError> {
     let plan = plan(req)?;
-    let rt = Rt {
+    launch_planned(req, &plan)
+}
+
+/// A request validated once (`plan`) for launches of one call signature: op, dtype, device, each tensor's
+/// name, shape, strides, dtype and device, the scalars and the configuration. Each launch brings only its
+/// data pointers and stream; what depends on the pointers (non-null, aligned, outputs not overlapping
+/// inputs: `args::check_pointers`) is checked again, the rest is not.
+///
+/// Memory safety rests on the caller: a launch reads and writes the extents validated here, so the
+/// pointers must be those of tensors of exactly this signature (dtype, shape, strides, device), alive for
+/// the work queued on the stream. The Python adapter keeps one handle per such signature
+/// (`Backend.signature_memo`) and hands it only its own call's `data_ptr()`s.
+#[derive(Clone)]
+pub struct Prepared {
+    req: Request,
+    plan: Plan,
+    decl: &'static crate::generated::OpDecl,
+    /// (stream handle, the context and that stream) of the last launch.
+    rt: Option<(u64, Rt)>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("req", &self.req).field("plan", &self.plan).finish()
+    }
+}
+
+impl Prepared {
+    /// Validates `req` exactly as `launch` does (same errors); its pointers and stream are replaced by each
+    /// launch's.
+    pub fn new(req: Request) -> Result<Self, ArgError> {
+        let plan = plan(&req)?;
+        // plan() refused an op without a declaration (check_signature).
+        let decl = crate::generated::op(&req.op).ok_or_else(|| ArgError::new(&req.op, "op", "not an op of the specs (crate::generated)"))?;
+        Ok(Prepared { req, plan, decl, rt: None })
+    }
+
+    /// The validated request (its pointers are the last launch's, or the ones it was prepared with).
+    pub fn request(&self) -> &Request {
+        &self.req
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Launches with these data pointers (one per tensor, in the request's order) on torch's stream `stream`.
+    /// Refuses, before any CUDA call, a wrong pointer count (argument 'pointers') and whatever
+    /// `args::check_pointers` refuses (argument: the tensor's name), with validation's messages.
+    pub fn launch(&mut self, pointers: &[u64], stream: u64) -> Result<(), LaunchError> {
+        if pointers.len() != self.req.tensors.len() {
+            let names: Vec<&str> = self.req.tensors.iter().map(|t| t.name.as_str()).collect();
+            return Err(ArgError::new(
+                &self.req.op,
+                "pointers",
+                format!("expected {} data pointers ({}), got {}", names.len(), names.join(", "), pointers.len()),
+            )
+            .into());
+        }
+        for (t, &p) in self.req.tensors.iter_mut().zip(pointers) {
+            t.ptr = p;
+        }
+        self.req.stream = stream;
+        crate::args::check_pointers(&self.req, self.decl)?;
+        // The device is the handle's: keep its context and the last stream borrowed (runtime's caches
+        // behind a lock each, and the context looked up twice, otherwise); the context is bound to this
+        // thread on every launch, as runtime::context does.
+        match &self.rt {
+            Some((handle, rt)) if *handle == stream => {
+                let device = self.req.device;
+                rt.ctx.bind_to_thread().map_err(|e| LaunchError::Runtime(format!("binding CUDA context of device {device}: {e:?}")))?;
+            }
+            _ => self.rt = Some((stream, runtime_of(&self.req)?)),
+        }
+        let rt = &self.rt.as_ref().expect("set above").1;
+        launch_on(&self.req, &self.plan, rt)
+    }
+}
+
+/// The borrowed context and stream of `req` (runtime's per-process caches).
+fn runtime_of(req: &Request) -> Result<Rt, LaunchError> {
+    Ok(Rt {
         ctx: crate::runtime::context(req.device).map_err(LaunchError::Runtime)?,
         stream: crate::runtime::stream(req.device, req.stream).map_err(LaunchError::Runtime)?,
-    };
+    })
+}
+
+/// Launches a request `plan` accepted on the borrowed stream; returns without waiting for the GPU.
+fn launch_planned(req: &Request, plan: &Plan) -> Result<(), LaunchError> {
+    launch_on(req, plan, &runtime_of(req)?)
+}
+
+/// Launches a request `plan` accepted on `rt`, `req`'s device context and its stream.
+fn launch_on(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), LaunchError> {
     // cuTile-rs reports some launch-time checks by panicking; never let a panic cross into Python.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| by_dtype!(req.dtype, launch_typed, req, &plan, &rt)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| by_dtype!(req.dtype, launch_typed, req, plan, rt)));
     match result {
         Ok(r) => r.map_err(|e| LaunchError::Runtime(format!("cutile_rs.{}: {e}", req.op))),
         Err(p) => {
