@@ -22,8 +22,11 @@ Knobs:
   WS             1: warp-specialised (attention_wgmma.py, the unsplit kernel): a producer warpgroup after the
                  BM / 64 consumer ones issues every Q / K / V load and waits on the ring's empty barriers, the
                  consumers only wait on full barriers, compute and release stages; at BM=128 setmaxnreg gives
-                 the producer 24 registers a thread and the consumers 240. 0 (the default): warp 0 also produces.
-                 A call that takes the split-KV form (below) runs the split kernel without it: WS is ignored there
+                 the producer 24 registers a thread and the consumers 240 (ptxas drops it where the whole kernel
+                 fits the 168 of its 384 threads), and its pipelined loop converts P(j) before issuing Q K(j+1)ᵀ
+                 (one score fragment live instead of two: no spills at 240). 0 (the default): warp 0 also
+                 produces. A call that takes the split-KV form (below) runs the split kernel without it: WS is
+                 ignored there. Not measured yet: not the default
   SPLIT_MIN_BLOCKS  split-KV (attention_plan.py): key tiles per chunk at least when a call's CTAs are too few
                  for the SMs; 0: never split. Host-side only: not part of the compiled specialization
 
