@@ -450,6 +450,217 @@ def test_attention_configs_refuse_what_cannot_run():
     assert {"WGMMA": 0} in b.config_space("attention", torch.bfloat16)
 
 
+# ---- attention, warp-specialised form (WS=1) -----------------------------------------------------------------
+PREFILL = {"B": 2, "H": 8, "S": 4096, "D": 128}
+
+
+def test_attention_ws_is_a_config_of_the_wgmma_kernel(fake_backend):
+    """WS=1 is a knob of the wgmma attention like the GEMMs' (0 or 1, not a bool), in the sweep space with
+    every tile (the default prefill tile included), and a forced WS=1 reaches the compiled specialization."""
+    b, kernels = fake_backend
+    space = b.config_space("attention", torch.bfloat16)
+    default = b.config_for("attention", torch.bfloat16, PREFILL)
+    assert "WS" not in default, "WS=1 must not become the default before it is measured"
+    assert {**default, "WS": 1} in space
+    assert {(c["BM"], c["BN"], c["STAGES"], c["PIPE"], c["PACK"]) for c in space if c.get("WS") == 1} == \
+        {(bm, bn, st, pipe, pack) for bm in (64, 128) for bn in (64, 128) for st in (2, 3) for pipe in (1, 0)
+         for pack in (1, 0)}
+    for bad in (2, True, "1"):
+        with pytest.raises(ValueError, match="WS"):
+            b.check_config("attention", torch.bfloat16, {**default, "WS": bad})
+    b.set_config("attention", torch.bfloat16, {"WS": 1})
+    q = torch.randn(2, 8, 300, 64, dtype=torch.bfloat16)
+    b.implementations()["attention"](q, q, q, torch.empty_like(q), causal=True, scale=None)
+    tile = cfgmod.default_config("attention", "bf16", {"B": 2, "H": 8, "S": 300, "D": 64})
+    del tile["SPLIT_MIN_BLOCKS"]  # host-side: not compiled in
+    assert kernels.builds[-1] == ("attention", torch.bfloat16, "wgmma_d64", {**tile, "WS": 1})
+
+
+def _sass_opcodes(elf: bytes) -> list[str]:
+    """The kernel's SASS opcodes in code order (one cubin, one kernel)."""
+    import re
+
+    text = cubin._run("-sass", cubin=elf)
+    return [m.group(1) for line in text.splitlines()
+            if (m := re.match(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line))]
+
+
+@needs_runtime
+@pytest.mark.parametrize("d,bm,bn,pipe", [(64, 128, 128, 1), (128, 128, 128, 1), (128, 128, 128, 0), (128, 64, 128, 1),
+                                          (64, 128, 64, 1)])
+def test_attention_wgmma_warp_specialised_form_compiles_clean(tmp_path, d, bm, bn, pipe):
+    """WS=1 (the unsplit kernel; causal is a runtime argument, so one compile serves causal and not): BM / 64
+    consumer warpgroups plus the producer one; no spills, the wgmmas not serialised (ptxas warning C7514
+    gives one WARPGROUP.ARRIVE per HGMMA), and every TMA load (UTMALDG) in the producer's code, laid out
+    before the consumers' first HGMMA (the plain pipelined form refills between its HGMMAs: checked on its
+    twin). At
+    BM=128 (384 threads, 168 registers a thread at launch) setmaxnreg hands the producer's registers to the
+    consumers: USETMAXREG down to 24 before the loads, up to 240 before the HGMMAs, and the CTA's launch
+    registers cover 128 x 24 + 256 x 240 (else the consumers' increase could never be served); ptxas drops
+    both instructions where every thread fits the launch registers."""
+    from tilerosetta.kernels.cute_dsl import attention_wgmma, common
+
+    if toolchain.binary_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump here (make setup, or the triton wheel, provides one)")
+    cfg = {"WGMMA": 1, "BM": bm, "BN": bn, "STAGES": 3 if bn == 128 else 2, "PIPE": pipe, "PACK": 1}
+    regs = attention_wgmma.ws_registers(bm)
+    assert (regs is not None) == (bm == 128)
+    for ws in (1, 0):
+        out = tmp_path / f"ws{ws}"
+        out.mkdir()
+        fn, args = attention_wgmma.build(torch.bfloat16, d, {**cfg, "WS": ws})
+        ptx = common.compile_for(fn, args, ARCH, keep_dir=str(out)).artifacts.PTX
+        elf = next(out.glob(f"*.{ARCH}.cubin")).read_bytes()
+        (k,) = cubin.analyse(elf)
+        assert k.threads == 2 * bm + 128 * ws, f"WS={ws}: {k.threads} threads"
+        assert k.local == 0 and k.spill_stores == 0, f"WS={ws} {cfg}: spills ({k.local} B local, {k.spill_stores} STL)"
+        assert k.mix["WARPGROUP.ARRIVE"] <= 4 < k.mix["HGMMA.64"], \
+            f"WS={ws} {cfg}: wgmmas serialised ({k.mix['WARPGROUP.ARRIVE']} arrives, {k.mix['HGMMA.64']} HGMMA)"
+        ops = _sass_opcodes(elf)
+        loads = [i for i, o in enumerate(ops) if o.startswith("UTMALDG")]
+        mmas = [i for i, o in enumerate(ops) if o.startswith("HGMMA")]
+        assert loads and mmas
+        if not ws:
+            # the pipelined plain form refills at the end of an iteration, after its HGMMAs (the simple one
+            # at the top, before them: there the order tells nothing, the setmaxnreg bracket below does)
+            assert not pipe or loads[-1] > mmas[0], "the plain form should refill the ring between its HGMMAs"
+            assert "setmaxnreg" not in ptx and not any(o.startswith("USETMAXREG") for o in ops)
+            continue
+        assert loads[-1] < mmas[0], f"{cfg}: a TMA load after the first HGMMA: not all in the producer"
+        dealloc = [i for i, o in enumerate(ops) if o.startswith("USETMAXREG.DEALLOC")]
+        alloc = [i for i, o in enumerate(ops) if o.startswith("USETMAXREG.TRY_ALLOC")]
+        if regs is None:
+            assert not dealloc and not alloc and "setmaxnreg" not in ptx
+            assert k.regs * k.threads <= 65536
+            continue
+        assert f"setmaxnreg.dec.sync.aligned.u32 \t{regs[0]};" in ptx and \
+            f"setmaxnreg.inc.sync.aligned.u32 \t{regs[1]};" in ptx, "setmaxnreg counts"
+        assert len(dealloc) == len(alloc) <= 1, "ptxas keeps both reallocations or neither"
+        if not alloc:
+            # ptxas drops both when every thread fits the launch registers (small tiles: BN=64 at D=64 takes
+            # 106); the pipelined 128 x 128 tile must keep them, it needs more than 168
+            assert not (bn == 128 and pipe), f"{cfg}: no register reallocation in the SASS"
+            assert k.regs * k.threads <= 65536
+            continue
+        assert dealloc[0] < loads[0] and loads[-1] < alloc[0] < mmas[0], "loads outside the producer's registers"
+        assert 128 * regs[0] + 2 * bm * regs[1] <= k.regs * k.threads <= 65536, (k.regs, regs)
+
+
+@needs_runtime
+def test_attention_split_form_ignores_ws():
+    """A call that splits compiles the split kernel with or without WS: the same function and arguments."""
+    from tilerosetta.kernels.cute_dsl import attention_wgmma
+
+    cfg = {"WGMMA": 1, "BM": 64, "BN": 128, "STAGES": 3, "PIPE": 1, "PACK": 1, "SPLIT": 1}
+    fn0, args0 = attention_wgmma.build(torch.bfloat16, 128, cfg)
+    fn1, args1 = attention_wgmma.build(torch.bfloat16, 128, {**cfg, "WS": 1})
+    assert fn0 is fn1 is attention_wgmma.attention_wgmma_split
+    assert len(args0) == len(args1) and args0[-6:] == args1[-6:]  # the compiled knobs: D, BM, BN, STAGES, PIPE, PACK
+    fn, args = attention_wgmma.build(torch.bfloat16, 128, {**cfg, "SPLIT": 0, "WS": 1})
+    assert fn is attention_wgmma.attention_wgmma and args[-1] is True
+
+
+def _replay_ring(aw, n_tiles, stages, warps, pipelined, rng):
+    """The WS=1 ring on the CPU: the producer (_produce: tile j into stage j % STAGES, from j >= STAGES after
+    waiting on the stage's empty barrier with aw.refill_parity) against `warps` consumer warps running the
+    waits and releases of _consume (pipelined: Q K(j+1)ᵀ reads stage (j+1) % STAGES before P(j) V reads stage
+    j % STAGES, then the release of j; simple: wait, both products on stage j % STAGES, release), in a random
+    interleaving. mbarrier semantics: a wait on parity p passes once completed phases % 2 != p. A load lands
+    at once (the earliest a refill could overwrite a stage). Every read checks the stage holds its tile; a
+    consumer's wgmmas read until the release, so reads are checked again just before it."""
+    full_done, empty_done, empty_arrivals = [0] * stages, [0] * stages, [0] * stages
+    holds = [None] * stages
+    reads = []
+
+    def producer():
+        for j in range(n_tiles):
+            s = j % stages
+            if j >= stages:
+                while empty_done[s] % 2 == aw.refill_parity(j, stages):
+                    yield
+            holds[s] = j
+            full_done[s] += 1
+            yield
+
+    def wait_full(s, parity):
+        while full_done[s] % 2 == parity:
+            yield
+
+    def read(s, tile, w):
+        assert holds[s] == tile, f"warp {w} reads tile {tile} from stage {s}, which holds {holds[s]}"
+        reads.append((w, tile))
+
+    def release(s):
+        empty_arrivals[s] += 1
+        if empty_arrivals[s] == warps:
+            empty_arrivals[s] = 0
+            empty_done[s] += 1
+
+    def consumer(w):
+        if pipelined:
+            yield from wait_full(0, 0)
+            read(0, 0, w)
+            for j in range(n_tiles):
+                s, jn = j % stages, min(j + 1, n_tiles - 1)
+                yield from wait_full(jn % stages, (jn // stages) % 2)
+                read(jn % stages, jn, w)
+                yield
+                read(s, j, w)
+                yield
+                read(jn % stages, jn, w)
+                read(s, j, w)
+                release(s)
+                yield
+        else:
+            for j in range(n_tiles):
+                s = j % stages
+                yield from wait_full(s, (j // stages) % 2)
+                read(s, j, w)
+                yield
+                read(s, j, w)
+                release(s)
+                yield
+
+    actors = [producer()] + [consumer(w) for w in range(warps)]
+    for _ in range(100000):
+        if not actors:
+            break
+        a = rng.choice(actors)
+        try:
+            next(a)
+        except StopIteration:
+            actors.remove(a)
+    assert not actors, f"deadlock: {len(actors)} actors still waiting (n_tiles {n_tiles}, stages {stages})"
+    assert {t for _, t in reads} == set(range(n_tiles))
+
+
+@needs_runtime
+@pytest.mark.parametrize("pipelined", [1, 0])
+@pytest.mark.parametrize("stages", [2, 3])
+def test_attention_ws_ring_replayed_on_the_cpu_never_overwrites_a_stage_in_use(pipelined, stages):
+    import random
+
+    from tilerosetta.kernels.cute_dsl import attention_wgmma as aw
+
+    rng = random.Random(stages * 10 + pipelined)
+    for n_tiles in (1, 2, 3, 4, 7, 32):
+        for _ in range(20):
+            _replay_ring(aw, n_tiles, stages, 8, pipelined, rng)
+
+
+@needs_runtime
+def test_attention_ws_ring_replay_catches_a_wrong_parity():
+    """The replay can fail: a producer that waits for the parity of the release it needs next (off by one
+    phase) overwrites a stage some warp still reads."""
+    import random
+    import types
+
+    wrong = types.SimpleNamespace(refill_parity=lambda j, stages: (j // stages) % 2)
+    with pytest.raises(AssertionError, match="reads tile"):
+        for seed in range(20):
+            _replay_ring(wrong, 12, 2, 8, 1, random.Random(seed))
+
+
 @needs_runtime
 @pytest.mark.parametrize("bm,bn,d", [(64, 64, 64), (128, 128, 128), (64, 128, 64)])
 def test_attention_p_reuses_the_score_registers(bm, bn, d):
@@ -650,6 +861,8 @@ def test_attention_split_occupancy_follows_shared_memory():
     assert attention_plan.ctas_per_sm({"BM": 64, "BN": 128, "STAGES": 3}, 128) == 1  # 208 KB
     assert attention_plan.ctas_per_sm({"BM": 64, "BN": 64, "STAGES": 2}, 128) == 2  # 80 KB
     assert attention_plan.ctas_per_sm({"BM": 128, "BN": 64, "STAGES": 2}, 64) == 1  # 256 threads x 255 registers
+    # WS=1: the producer warpgroup's 128 threads count too (80 KB, but 256 threads x 255 registers)
+    assert attention_plan.ctas_per_sm({"BM": 64, "BN": 64, "STAGES": 2, "WS": 1}, 128) == 1
 
 
 def _split_cases():

@@ -55,9 +55,10 @@ def tiles(dims: dict, cfg: dict) -> int:
 
 
 def ctas_per_sm(cfg: dict, d: int) -> int:
-    """CTAs one SM holds at once: by shared memory and by registers (BM / 64 warpgroups of 128 threads)."""
+    """CTAs one SM holds at once: by shared memory and by registers (BM / 64 warpgroups of 128 threads, and
+    with WS=1 the producer warpgroup: the unsplit kernel that a split is weighed against has it)."""
     by_smem = SMEM_PER_SM // (attention_smem_bytes(cfg, d) + SMEM_RESERVED)
-    by_regs = REGS_PER_SM // (2 * cfg["BM"] * MAX_REGS)
+    by_regs = REGS_PER_SM // ((2 * cfg["BM"] + 128 * bool(cfg.get("WS", 0))) * MAX_REGS)
     return max(1, min(by_smem, by_regs))
 
 

@@ -32,8 +32,18 @@ key 0 in the first tile, so only padded rows could meet it).
 Loads: Q once by TMA (its own mbarrier), K and V tiles by TMA into a STAGES-deep ring (one full barrier
 per stage for both tiles, one empty barrier per stage that every warp arrives on when its MMAs of the
 stage have completed). TMA zero-fills rows past a group's G*Sq rows and keys past Sk, which the mask
-and the bounds-checked store ignore. No warp specialisation: warp 0 is also the producer and refills a stage once every warp has
-released it (the ring's order is the one of gemm_wgmma.py).
+and the bounds-checked store ignore. By default no warp specialisation: warp 0 is also the producer and refills a stage
+once every warp has released it (the ring's order is the one of gemm_wgmma.py).
+
+Warp-specialised form (config WS=1, the unsplit kernel only; the split form below ignores it): one more
+warpgroup after the BM / 64 consumer ones. Its first warp (_produce) issues Q and then every key tile in
+order, each once the consumers released its stage (empty barrier); its other three warps exit. The
+consumers (_consume, the same code as the plain form without the refills) only wait on full barriers,
+compute and release. At BM=128 (384 threads, which ptxas caps at 168 registers a thread) setmaxnreg moves
+registers from the producer warpgroup (down to 24) to the two consumer ones (up to 240: ws_registers); the
+pipelined loop then converts P(j) into the A registers before it issues Q K(j+1)ᵀ into the same score
+fragment (the plain order keeps a second fragment of 64 fp32 live for the overlap and needs ~248
+registers). WS=0 compiles exactly the kernel it did before WS existed (same PTX).
 
 Two main loops, chosen at compile time by the config knob PIPE:
   PIPE=0, simple: per key tile, Q Kᵀ, wait, softmax, P V, wait. The tensor cores idle during the softmax
@@ -137,6 +147,32 @@ def chunk_of(n_tiles, split, chunk_tiles):
     return t0, cutlass.max(cutlass.min(n_tiles - t0, chunk_tiles), 1)
 
 
+WS_PRODUCER_REGS = 24  # setmaxnreg's floor: the producer warp only computes TMA coordinates and waits
+REGS_PER_CTA = 65536  # one CTA per SM (its shared-memory ring): the whole register file
+
+
+def ws_registers(bm: int) -> tuple[int, int] | None:
+    """(producer, consumer) registers per thread after setmaxnreg in the warp-specialised form, or None when
+    no reallocation is needed. The CTA is launched with its registers split evenly (ptxas caps the kernel at
+    65536 / threads: 168 for 384 threads at BM=128, less than the pipelined loop's ~230-248); the producer
+    warpgroup then returns all but 24 a thread to the CTA's pool and the BM / 64 consumer warpgroups take
+    them (a multiple of 8: 240 at BM=128, what 65536 - 128 x 24 leaves for 256 threads). At BM=64 (256
+    threads) every thread already gets 255 at launch: no reallocation. ptxas (CUDA 13, via nvidia-cutlass-dsl
+    4.8.1) drops both instructions itself when the whole kernel fits the launch registers (BM=128 with BN=64
+    at D=64: 106), so only the tiles that need them keep them (the compile test checks which)."""
+    consumers = 2 * bm  # threads: BM / 64 warpgroups of 128
+    if (consumers + 128) * 255 <= REGS_PER_CTA:
+        return None
+    return WS_PRODUCER_REGS, min(256, (REGS_PER_CTA - 128 * WS_PRODUCER_REGS) // consumers // 8 * 8)
+
+
+def refill_parity(j, stages):
+    """The empty-barrier phase parity the producer of the WS=1 form waits for before it loads key tile j >=
+    STAGES into stage j % STAGES: that of the stage's (j // STAGES - 1)-th release (0-based), the one of tile
+    j - STAGES. Plain Python: shared_tests/test_cute_dsl_compile.py replays the ring with it on the CPU."""
+    return (j // stages + 1) % 2
+
+
 def _max(a, b):
     return cutlass.max(a, b)
 
@@ -209,7 +245,7 @@ def _cta(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ:
          q_layout: cute.ComposedLayout, k_layout: cute.ComposedLayout, v_layout: cute.ComposedLayout,
          causal: cutlass.Int32, scale_log2: cutlass.Float32, bm_: cutlass.Constexpr, bn_: cutlass.Constexpr,
          d: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr, q_bytes: cutlass.Constexpr,
-         kv_bytes: cutlass.Constexpr, split: cutlass.Constexpr, mM, mL, mAcc, chunk_tiles):
+         kv_bytes: cutlass.Constexpr, split: cutlass.Constexpr, mM, mL, mAcc, chunk_tiles, ws: cutlass.Constexpr):
     """One CTA of either kernel (traced inline into each). split=False: the unsplit kernel, every key tile
     its rows need, O / l stored to mO (mM, mL, mAcc, chunk_tiles unused: None). split=True: the CTA's key
     tiles are one chunk of chunk_tiles tiles, and its partials go to the workspaces mM, mL (B * groups,
@@ -218,13 +254,14 @@ def _cta(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ:
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
     warp, lane = tidx // 32, tidx % 32
-    n_warps = cute.size(qk_mma) // 32
+    n_warps = cute.size(qk_mma) // 32  # the consumer warps (WS=1: the producer warpgroup's four follow them)
     # mQ, mO (GP * Sq, D, H / GP, B): the query rows of GP consecutive heads (one head group) are one
     # block of rows (see attention_wgmma); mK (Sk, D, Hkv, B), mV (D, Sk, Hkv, B); mQ, mK, mV are TMA
     # coordinate tensors. Row i of a group is query position i % Sq of head i // Sq of the group.
     rows, groups = cute.size(mO, mode=[0]), cute.size(mO, mode=[2])
     sk, kv_heads = cute.size(mK, mode=[0]), cute.size(mK, mode=[2])
     m_tiles = cute.ceil_div(rows, bm_)
+    sp = None  # the split-KV chunk of this CTA (split=True only)
     if cutlass.const_expr(split):
         sp, bx = split_coords(bx, cute.size(mM, mode=[1]))
     mt, hg, b = cta_coords(bx, m_tiles, groups)
@@ -269,16 +306,71 @@ def _cta(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ:
     tVsV, tVgV = cpasync.tma_partition(tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2),
                                        cute.group_modes(gV, 0, 2))
 
-    # ---- prologue: Q and the first key tiles in flight (fresh stages: no empty wait)
-    if warp == 0:
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(q_bar, q_bytes)
-        cute.copy(tma_q, tQgQ[None, mt], tQsQ[None, 0], tma_bar_ptr=q_bar)
-        # the simple loop refills a stage at the top of the iteration after its release, the pipelined
-        # one at the end of the iteration that releases it: it starts with every stage in flight
-        for j in range(cutlass.min(stages if pipelined else stages - 1, n_tiles)):
-            _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + j, _tile(t0, j), j, kv_bytes)
+    if cutlass.const_expr(ws):
+        # ---- warp-specialised (WS=1): the warpgroup after the consumers issues every load, the consumers
+        # only wait on full barriers; with two consumer warpgroups the producer's registers go to them
+        wg = cute.arch.make_warp_uniform(warp // 4)
+        regs = ws_registers(bm_)
+        if wg == n_warps // 4:
+            if cutlass.const_expr(regs is not None):
+                cute.arch.setmaxregister_decrease(regs[0])
+            if warp == n_warps:
+                _produce(tma_q, tQgQ, tQsQ, q_bar, mt, tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full, empty, n_tiles,
+                         stages, q_bytes, kv_bytes)
+        else:
+            if cutlass.const_expr(regs is not None):
+                cute.arch.setmaxregister_increase(regs[1])
+            _consume(qk_mma, pv_mma, sQ, sK, sV, q_bar, full, empty, tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, tidx, warp,
+                     lane, mO, sq, rows, groups, mt, hg, b, m0, sk, shift, min_pos, n_tiles, t0, causal, scale_log2,
+                     bm_, bn_, d, stages, pipelined, kv_bytes, split, mM, mL, mAcc, None, False)
+    else:
+        # ---- prologue: Q and the first key tiles in flight (fresh stages: no empty wait)
+        if warp == 0:
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(q_bar, q_bytes)
+            cute.copy(tma_q, tQgQ[None, mt], tQsQ[None, 0], tma_bar_ptr=q_bar)
+            # the simple loop refills a stage at the top of the iteration after its release, the pipelined
+            # one at the end of the iteration that releases it: it starts with every stage in flight
+            for j in range(cutlass.min(stages if pipelined else stages - 1, n_tiles)):
+                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + j, _tile(t0, j), j, kv_bytes)
+        _consume(qk_mma, pv_mma, sQ, sK, sV, q_bar, full, empty, tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, tidx, warp,
+                 lane, mO, sq, rows, groups, mt, hg, b, m0, sk, shift, min_pos, n_tiles, t0, causal, scale_log2,
+                 bm_, bn_, d, stages, pipelined, kv_bytes, split, mM, mL, mAcc, sp, True)
 
+
+@cute.jit
+def _produce(tma_q: cute.CopyAtom, tQgQ: cute.Tensor, tQsQ: cute.Tensor, q_bar, mt: cutlass.Int32,
+             tma_k: cute.CopyAtom, tKgK: cute.Tensor, tKsK: cute.Tensor, tma_v: cute.CopyAtom, tVgV: cute.Tensor,
+             tVsV: cute.Tensor, full, empty, n_tiles: cutlass.Int32, stages: cutlass.Constexpr,
+             q_bytes: cutlass.Constexpr, kv_bytes: cutlass.Constexpr):
+    """The producer warp of the warp-specialised form (WS=1, the unsplit kernel: key tiles from 0): Q, then
+    every key tile of the CTA in order, each into its stage once every consumer warp released the stage's
+    previous tile (tile j is the (j // STAGES)-th use of stage j % STAGES: it waits for the completion of
+    release number j // STAGES - 1, parity (j // STAGES + 1) % 2)."""
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_arrive_and_expect_tx(q_bar, q_bytes)
+    cute.copy(tma_q, tQgQ[None, mt], tQsQ[None, 0], tma_bar_ptr=q_bar)
+    for j in range(n_tiles):
+        s = j % stages
+        if j >= stages:
+            cute.arch.mbarrier_wait(empty + s, refill_parity(j, stages))
+        _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + s, j, s, kv_bytes)
+
+
+@cute.jit
+def _consume(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, sQ: cute.Tensor, sK: cute.Tensor, sV: cute.Tensor, q_bar,
+             full, empty, tma_k: cute.CopyAtom, tKgK: cute.Tensor, tKsK: cute.Tensor, tma_v: cute.CopyAtom,
+             tVgV: cute.Tensor, tVsV: cute.Tensor, tidx: cutlass.Int32, warp: cutlass.Int32, lane: cutlass.Int32,
+             mO: cute.Tensor, sq: cutlass.Int32, rows: cutlass.Int32, groups: cutlass.Int32, mt: cutlass.Int32,
+             hg: cutlass.Int32, b: cutlass.Int32, m0: cutlass.Int32, sk: cutlass.Int32, shift: cutlass.Int32,
+             min_pos: cutlass.Int32, n_tiles: cutlass.Int32, t0, causal: cutlass.Int32, scale_log2: cutlass.Float32,
+             bm_: cutlass.Constexpr, bn_: cutlass.Constexpr, d: cutlass.Constexpr, stages: cutlass.Constexpr,
+             pipelined: cutlass.Constexpr, kv_bytes: cutlass.Constexpr, split: cutlass.Constexpr, mM, mL, mAcc, sp,
+             refill: cutlass.Constexpr):
+    """The consumer warps' part (every warp of the plain form): both MMAs, the online softmax, the stage
+    releases and the epilogue. refill (the plain form): warp 0 is also the producer and refills each stage
+    once every warp released it; without (WS=1) the producer warp of _produce does."""
+    dtype = mO.element_type
     # ---- the MMA views: descriptors over Q and every stage of K and V; S, P and O in registers
     thr_qk, thr_pv = qk_mma.get_slice(tidx), pv_mma.get_slice(tidx)
     tSrQ = qk_mma.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, D / 16, 1)
@@ -308,12 +400,13 @@ def _cta(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ:
     if cutlass.const_expr(not pipelined):
         for j in range(n_tiles):
             s = j % stages
-            nt = j + stages - 1  # producer warp: refill the stage tile j - 1 used (released by every warp)
-            if warp == 0 and nt < n_tiles:
-                if nt >= stages:
-                    cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
-                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + nt % stages, _tile(t0, nt), nt % stages,
-                         kv_bytes)
+            if cutlass.const_expr(refill):
+                nt = j + stages - 1  # producer warp: refill the stage tile j - 1 used (released by every warp)
+                if warp == 0 and nt < n_tiles:
+                    if nt >= stages:
+                        cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
+                    _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + nt % stages, _tile(t0, nt), nt % stages,
+                             kv_bytes)
             cute.arch.mbarrier_wait(full + s, (j // stages) % 2)
 
             # 1. S = Q Kᵀ
@@ -344,7 +437,9 @@ def _cta(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ:
         # O is only rescaled with no P V in flight (ptxas serialises every wgmma when registers it cannot
         # prove retired are read). The last tile recomputes its own scores (its stage is never released),
         # so every iteration issues the same wgmmas; its softmax is skipped.
-        acc_n = qk_mma.make_fragment_C(thr_qk.partition_shape_C((bm_, bn_)))
+        # WS=1 (no refill): one score fragment, P(j) leaves it for the A registers before Q K(j+1)ᵀ is issued
+        # into it (see below)
+        acc_n = acc_s if not refill else qk_mma.make_fragment_C(thr_qk.partition_shape_C((bm_, bn_)))
         cute.arch.mbarrier_wait(full, 0)
         acc_s.fill(0.0)
         warpgroup.fence()
@@ -358,6 +453,11 @@ def _cta(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ:
             s = j % stages
             jn = cutlass.min(j + 1, n_tiles - 1)
             s1 = jn % stages
+            if cutlass.const_expr(not refill):
+                # WS=1 (240 registers a consumer thread): P(j) converted before the scores of tile j + 1 are
+                # issued into the same fragment (acc_n is acc_s), so no second score fragment is live (the
+                # plain order keeps both: S(j) is converted while Q K(j+1)ᵀ runs)
+                tOrP_as_s.store(acc_s.load().to(dtype))
             cute.arch.mbarrier_wait(full + s1, (jn // stages) % 2)
             acc_n.fill(0.0)
             warpgroup.fence()
@@ -365,7 +465,8 @@ def _cta(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ:
                 cute.gemm(qk_mma, acc_n, tSrQ[None, None, kb, 0], tSrK[None, None, kb, s1], acc_n)
             warpgroup.commit_group()
             _rescale(acc_o, corr)
-            tOrP_as_s.store(acc_s.load().to(dtype))
+            if cutlass.const_expr(refill):
+                tOrP_as_s.store(acc_s.load().to(dtype))
             warpgroup.fence()
             for kb in cutlass.range_constexpr(bn_ // 16):
                 cute.gemm(pv_mma, acc_o, tOrP[None, None, kb], tOrV[None, None, kb, s], acc_o)
@@ -374,14 +475,16 @@ def _cta(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q: cute.CopyAtom, mQ:
             if j + 1 < n_tiles:
                 _online_softmax(acc_n, row_max, row_sum, corr, tScS, pos, _tile(t0, j + 1) * bn_, min_pos, sk,
                                 shift, causal, scale_log2, bn_)
-                acc_s.store(acc_n.load())
+                if cutlass.const_expr(refill):
+                    acc_s.store(acc_n.load())
             warpgroup.wait_group(0)  # P(j) V done: stage s is free
             if lane == 0:
                 cute.arch.mbarrier_arrive(empty + s)
-            nt = j + stages  # producer warp: tile j + STAGES into stage s once every warp released it
-            if warp == 0 and nt < n_tiles:
-                cute.arch.mbarrier_wait(empty + s, (j // stages) % 2)
-                _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + s, _tile(t0, nt), s, kv_bytes)
+            if cutlass.const_expr(refill):
+                nt = j + stages  # producer warp: tile j + STAGES into stage s once every warp released it
+                if warp == 0 and nt < n_tiles:
+                    cute.arch.mbarrier_wait(empty + s, (j // stages) % 2)
+                    _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + s, _tile(t0, nt), s, kv_bytes)
 
     tOcO = thr_pv.partition_C(cute.make_identity_tensor((bm_, d)))
     if cutlass.const_expr(split):
@@ -428,9 +531,9 @@ def _attention_wgmma_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, tma_q:
                             v_layout: cute.ComposedLayout, causal: cutlass.Int32, scale_log2: cutlass.Float32,
                             bm_: cutlass.Constexpr, bn_: cutlass.Constexpr, d: cutlass.Constexpr,
                             stages: cutlass.Constexpr, pipelined: cutlass.Constexpr, q_bytes: cutlass.Constexpr,
-                            kv_bytes: cutlass.Constexpr):
+                            kv_bytes: cutlass.Constexpr, ws: cutlass.Constexpr):
     _cta(qk_mma, pv_mma, tma_q, mQ, tma_k, mK, tma_v, mV, mO, sq, q_layout, k_layout, v_layout, causal, scale_log2,
-         bm_, bn_, d, stages, pipelined, q_bytes, kv_bytes, False, None, None, None, None)
+         bm_, bn_, d, stages, pipelined, q_bytes, kv_bytes, False, None, None, None, None, ws)
 
 
 @cute.kernel
@@ -443,7 +546,7 @@ def _attention_wgmma_split_kernel(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, 
                                   d: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr,
                                   q_bytes: cutlass.Constexpr, kv_bytes: cutlass.Constexpr):
     _cta(qk_mma, pv_mma, tma_q, mQ, tma_k, mK, tma_v, mV, mO, sq, q_layout, k_layout, v_layout, causal, scale_log2,
-         bm_, bn_, d, stages, pipelined, q_bytes, kv_bytes, True, mM, mL, mAcc, chunk_tiles)
+         bm_, bn_, d, stages, pipelined, q_bytes, kv_bytes, True, mM, mL, mAcc, chunk_tiles, False)
 
 
 COMBINE_WARPS = 4  # output rows per combine CTA: one warp per row
@@ -512,12 +615,13 @@ def _operands(q, k, v, out, d, bm_, bn_, stages, pack):
 def attention_wgmma(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, out: cute.Tensor, causal: cutlass.Int32,
                     scale_log2: cutlass.Float32, stream, d: cutlass.Constexpr, bm_: cutlass.Constexpr,
                     bn_: cutlass.Constexpr, stages: cutlass.Constexpr, pipelined: cutlass.Constexpr,
-                    pack: cutlass.Constexpr):
+                    pack: cutlass.Constexpr, ws: cutlass.Constexpr):
     (qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, mO, sq, q_layout, k_layout, v_layout, q_bytes,
      kv_bytes, grid_x) = _operands(q, k, v, out, d, bm_, bn_, stages, pack)
     _attention_wgmma_kernel(qk_mma, pv_mma, tma_q, tma_mQ, tma_k, tma_mK, tma_v, tma_mV, mO, sq, q_layout, k_layout,
                             v_layout, causal, scale_log2, bm_, bn_, d, stages, pipelined, q_bytes,
-                            kv_bytes).launch(grid=[grid_x, 1, 1], block=[cute.size(qk_mma), 1, 1], stream=stream)
+                            kv_bytes, ws).launch(grid=[grid_x, 1, 1], block=[cute.size(qk_mma) + (128 if ws else 0), 1, 1],
+                                                 stream=stream)
 
 
 @cute.jit
@@ -549,10 +653,11 @@ def build(dtype, d: int, cfg: dict):
     q, out = (common.fake(dtype, (b, h, sq, d), ALIGN_ELEMS) for _ in range(2))
     k, v = common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS), common.fake(dtype, (b, hkv, sk, d), ALIGN_ELEMS)
     knobs = (d, cfg["BM"], cfg["BN"], cfg["STAGES"], bool(cfg.get("PIPE", 0)), bool(cfg.get("PACK", 0)))
-    if cfg.get("SPLIT"):
+    if cfg.get("SPLIT"):  # WS does not apply to the split form (config.py): its kernel ignores it
         nq, n_split, rows = (common.sym() for _ in range(3))
         m_ws, l_ws = (common.fake(torch.float32, (nq, n_split, rows), 1) for _ in range(2))
         acc_ws = common.fake(torch.float32, (nq, n_split, rows, d), 4)
         return attention_wgmma_split, (q, k, v, out, m_ws, l_ws, acc_ws, cutlass.Int32(0), cutlass.Float32(1.0),
                                        cutlass.Int32(1), common.stream(), *knobs)
-    return attention_wgmma, (q, k, v, out, cutlass.Int32(0), cutlass.Float32(1.0), common.stream(), *knobs)
+    return attention_wgmma, (q, k, v, out, cutlass.Int32(0), cutlass.Float32(1.0), common.stream(), *knobs,
+                             bool(cfg.get("WS", 0)))

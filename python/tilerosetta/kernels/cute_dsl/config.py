@@ -19,6 +19,14 @@ Knobs:
                  accumulator, ~230-248 registers); 0: the simple loop, each step waited for in full (126-166)
   PACK           1: a CTA's query rows are those of the H / Hkv query heads sharing one K/V head (decode: their
                  single rows in one tile, each K/V tile loaded once for all of them); 0: one query head per CTA
+  WS             1: warp-specialised (attention_wgmma.py, the unsplit kernel): a producer warpgroup after the
+                 BM / 64 consumer ones issues every Q / K / V load and waits on the ring's empty barriers, the
+                 consumers only wait on full barriers, compute and release stages; at BM=128 setmaxnreg gives
+                 the producer 24 registers a thread and the consumers 240 (ptxas drops it where the whole kernel
+                 fits the 168 of its 384 threads), and its pipelined loop converts P(j) before issuing Q K(j+1)ᵀ
+                 (one score fragment live instead of two: no spills at 240). 0 (the default): warp 0 also
+                 produces. A call that takes the split-KV form (below) runs the split kernel without it: WS is
+                 ignored there. Not measured yet: not the default
   SPLIT_MIN_BLOCKS  split-KV (attention_plan.py): key tiles per chunk at least when a call's CTAs are too few
                  for the SMs; 0: never split. Host-side only: not part of the compiled specialization
 
@@ -113,10 +121,12 @@ def config_space(op: str, dtype: str) -> list[dict]:
                 if gemm_smem_bytes(c) <= SMEM_LIMIT]
     if op == "attention":
         # the split's chunk size only where splits happen (few CTAs: decode, BM=64 packed); it is host-side,
-        # so these configs share their compiles
-        return [{"WGMMA": 1, "BM": bm, "BN": bn, "STAGES": st, "PIPE": pipe, "PACK": pack, "SPLIT_MIN_BLOCKS": sp}
+        # so these configs share their compiles. WS=1 (warp-specialised) only with the default chunk size: a
+        # call that splits ignores WS, so other chunk sizes would only time the WS=0 split kernel again
+        return [{"WGMMA": 1, "BM": bm, "BN": bn, "STAGES": st, "PIPE": pipe, "PACK": pack, "SPLIT_MIN_BLOCKS": sp,
+                 **({"WS": 1} if ws else {})}
                 for bm in (64, 128) for bn in (64, 128) for st in (2, 3) for pipe in (1, 0) for pack in (1, 0)
-                for sp in ((1, 2, 4) if bm == 64 and pack else (2,))] + [{"WGMMA": 0}]
+                for ws in (0, 1) for sp in ((1, 2, 4) if bm == 64 and pack and not ws else (2,))] + [{"WGMMA": 0}]
     return []
 
 
@@ -135,7 +145,7 @@ def check_config(op: str, config: dict) -> None:
     if 32 * config.get("WARPS_PER_ROW", 1) * config.get("ROWS", 1) > MAX_THREADS:
         raise ValueError(f"cute_dsl.{op}: WARPS_PER_ROW*ROWS={config['WARPS_PER_ROW'] * config['ROWS']} warps "
                          f"exceed {MAX_THREADS // 32} per CTA")
-    if op in GEMM_OPS and (config.get("WS", 0) not in (0, 1) or isinstance(config.get("WS"), bool)):
+    if op in GEMM_OPS + ("attention",) and (config.get("WS", 0) not in (0, 1) or isinstance(config.get("WS"), bool)):
         raise ValueError(f"cute_dsl.{op}: WS={config['WS']!r} must be 1 (a producer warpgroup) or 0 (warp 0 produces)")
     if op in GEMM_OPS and set(config) >= {"BM", "BN", "STAGES"}:
         if config["BM"] not in (64, 128) or config["BN"] not in (64, 128, 256):
