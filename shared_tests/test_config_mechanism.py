@@ -199,6 +199,22 @@ def test_config_for_is_memoised_but_follows_every_change(name, private_table, mo
     assert b.config_for(op, dtype, dims) == builtin
 
 
+def test_a_plan_made_while_the_table_is_first_read_is_kept(private_table, monkeypatch):
+    """A launch path takes the signature memo, plans (config_for reads the tuned table: on a process's first
+    call that bumps tuning's generation), then stores its plan: the plan must land in the live memo, so the
+    next call of the signature finds it (on the H200 every backend planned its first signature twice)."""
+    b, op, dtype, _space, dims = _tunable("triton", monkeypatch)
+    tensors = (torch.empty(4, 8), torch.empty(8, 4), torch.empty(4, 4))
+    memo, key, plan = b.signature_memo("test", op, tensors, {})
+    assert plan is base._NO_PLAN
+    monkeypatch.setattr(tuning, "_generation", tuning.generation() + 1)  # what a first stat of the table does
+    b.config_for(op, dtype, dims)  # the planning: it sees the newer generation
+    b.keep(key, "the plan")
+    assert b.signature_memo("test", op, tensors, {})[2] == "the plan"
+    b.set_config(op, dtype, None)  # set_config still drops every plan
+    assert b.signature_memo("test", op, tensors, {})[2] is base._NO_PLAN
+
+
 def test_toolchain_activate_rechecks_when_the_environment_changes(monkeypatch):
     tc = toolchain.activate()
     if tc.root is None:

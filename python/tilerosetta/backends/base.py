@@ -498,7 +498,7 @@ class Backend:
         tensor's dtype, shape, strides and CUDA index (get_device(): -1 off CUDA), with `aligned` whether its
         data pointer is 16-byte aligned (for a plan that picks a kernel by it), and each param's type and
         value. The memo is config_for's, so set_config and a changed tuned table drop what it holds; store
-        with remember(). (None, None, _NO_PLAN) when the call passes something else than tensors or an
+        with keep(). (None, None, _NO_PLAN) when the call passes something else than tensors or an
         unhashable param: such a call is planned every time, and the planner names what is wrong."""
         try:
             sig = ([(t.dtype, t.shape, t.stride(), t.get_device(), t.data_ptr() & 15) for t in tensors] if aligned
@@ -508,6 +508,12 @@ class Backend:
             return memo, key, memo.get(key, _NO_PLAN)
         except (AttributeError, TypeError):
             return None, None, _NO_PLAN
+
+    def keep(self, key, value) -> None:
+        """remember() a plan under its signature_memo key, in the memo as it is now: planning runs config_for,
+        whose first read of a tuned table (or of a newer one) drops the memo signature_memo returned, and a
+        plan stored there would be lost (every backend planned its first signature twice on the H200)."""
+        remember(self._current_memo()[1], key, value)
 
     def launch_plan(self, op: str, tensors: tuple, params: dict[str, Any], prepare: Callable[[], list]):
         """The launches of one call as [(launch, args)], kept per call signature (issue 14 item 7).
@@ -526,7 +532,7 @@ class Backend:
             return [(lx, lx.args) for lx in prepare()]
         if plan is _NO_PLAN:  # first call of this signature: plan it and keep the template if it is one
             launches = prepare()
-            remember(memo, key, _launch_template(launches, tensors))
+            self.keep(key, _launch_template(launches, tensors))
             return [(lx, lx.args) for lx in launches]
         if plan is None:  # this signature's launches depend on more than the signature
             return [(lx, lx.args) for lx in prepare()]

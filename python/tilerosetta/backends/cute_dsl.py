@@ -32,7 +32,7 @@ import time
 
 import torch
 
-from tilerosetta.backends.base import _NO_PLAN, H200_SM_COUNT, Backend, remember, sm_count
+from tilerosetta.backends.base import _NO_PLAN, H200_SM_COUNT, Backend, sm_count
 from tilerosetta.backends.base import current_device_index as _current_device
 from tilerosetta.kernels.cute_dsl import FORCE_ATTENTION_ENV, KERNEL_MODULES, MISSING, kernel_module, variant_of
 from tilerosetta.kernels.cute_dsl import attention_plan
@@ -205,7 +205,7 @@ class CuteDslBackend(Backend):
             if p is _NO_PLAN:
                 p = plan(tensors)
                 if memo is not None and all(t.is_cuda for t in tensors):
-                    remember(memo, key, p)
+                    self.keep(key, p)
             launch, compiled, extra, compact, dev = p
             args = [_compact(t) if c else t for t, c in zip(tensors, compact)] if True in compact else tensors
             if dev < 0 or _current_device() == dev:  # off CUDA (CPU tests with stand-ins): no device to switch to

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import torch
 
 from tilerosetta import toolchain
-from tilerosetta.backends.base import _NO_PLAN, Backend, _raw_stream, current_stream_handle, remember
+from tilerosetta.backends.base import _NO_PLAN, Backend, _raw_stream, current_stream_handle
 from tilerosetta.errors import BackendUnavailable, TileRosettaError, native_refusal
 from tilerosetta.specs import OP_NAMES, get_spec
 from tilerosetta.specs.base import dtype_name
@@ -169,7 +169,7 @@ class CuTileRsBackend(Backend):
                                                 "with make build-rust")
         prepared = prepare(*req)
         # (handle, its device index): a kept call asks torch for that device's current stream.
-        remember(memo, key, (prepared, req[2]))
+        self.keep(key, (prepared, req[2]))
         return prepared, req
 
     def _op_layout(self, op: str):

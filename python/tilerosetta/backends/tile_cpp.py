@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from tilerosetta.backends.base import _NO_PLAN, Backend, current_stream_handle, remember, sm_count
+from tilerosetta.backends.base import _NO_PLAN, Backend, current_stream_handle, sm_count
 from tilerosetta.errors import native_refusal
 from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
 
@@ -178,7 +178,7 @@ class TileCppBackend(Backend):
                     # Positional arguments: pybind11's keyword matching costs more than the rest of the binding.
                     prepared = _mod.prepare(kernel, tensors, params, _A16)
                     if memo is not None:
-                        remember(memo, key, prepared)
+                        self.keep(key, prepared)
                 prepared.launch(tuple([t.data_ptr() for t in tensors]), current_stream_handle(tensors[0]))
             except (ValueError, TypeError, AttributeError) as exc:  # ops.cpp's checks; junk on the raw path
                 raise native_refusal(op, self.name, exc) from exc
