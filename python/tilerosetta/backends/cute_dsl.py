@@ -63,16 +63,17 @@ def attention_schedule(variant: str, dims: dict, cfg: dict,
                        sms: int = H200_SM_COUNT) -> tuple[dict, attention_plan.Split | None]:
     """(compiled config, split) of an attention call. The SIMT kernel has no knobs: {} whatever the config
     says, never split. The wgmma kernel: its simple form (PIPE=0: the simple loop, PACK=0: one query head per
-    CTA) whatever the config says when TILEROSETTA_CUTE_DSL_ATTENTION=simple; then SPLIT=1 and split = the
+    CTA, WS=0: warp 0 also produces) whatever the config says when TILEROSETTA_CUTE_DSL_ATTENTION=simple; then SPLIT=1 and split = the
     attention_plan.Split when the plan splits the keys (too few CTAs for `sms` SMs), else split = None and
     the config as it was, so an unsplit call compiles exactly the kernel it did before split-KV existed.
     SPLIT_MIN_BLOCKS is host-side (it sizes the chunks): it is not compiled in."""
     if not variant.startswith("wgmma"):
         return {}, None
     if os.environ.get(FORCE_ATTENTION_ENV) == "simple":
-        cfg = {**cfg, "PIPE": 0, "PACK": 0}
+        cfg = {**cfg, "PIPE": 0, "PACK": 0, "WS": 0}
     split = attention_plan.split_of(dims, cfg, sms)
-    compiled = {k: v for k, v in cfg.items() if k != "SPLIT_MIN_BLOCKS"}
+    # WS shapes only the unsplit kernel: a split call compiles the same kernel whatever it says, under one key
+    compiled = {k: v for k, v in cfg.items() if k != "SPLIT_MIN_BLOCKS" and not (split and k == "WS")}
     return ({**compiled, "SPLIT": 1} if split else compiled), split
 
 

@@ -33,7 +33,7 @@ VECTOR_BYTES = 16
 
 GEMM_OPS = frozenset({"matmul", "bmm"})
 FORCE_GEMM_ENV = "TILEROSETTA_CUTE_DSL_GEMM"
-FORCE_ATTENTION_ENV = "TILEROSETTA_CUTE_DSL_ATTENTION"  # "simt": the SIMT kernel; "simple": wgmma, PIPE=0 PACK=0
+FORCE_ATTENTION_ENV = "TILEROSETTA_CUTE_DSL_ATTENTION"  # "simt": the SIMT kernel; "simple": wgmma, PIPE=0 PACK=0 WS=0
 TMA_ALIGN_BYTES = 16  # TMA: global base and every row stride a multiple of 16 bytes
 
 

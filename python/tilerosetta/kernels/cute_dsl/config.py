@@ -24,9 +24,11 @@ Knobs:
                  consumers only wait on full barriers, compute and release stages; at BM=128 setmaxnreg gives
                  the producer 24 registers a thread and the consumers 240 (ptxas drops it where the whole kernel
                  fits the 168 of its 384 threads), and its pipelined loop converts P(j) before issuing Q K(j+1)ᵀ
-                 (one score fragment live instead of two: no spills at 240). 0 (the default): warp 0 also
+                 (one score fragment live instead of two: no spills at 240). 0: warp 0 also
                  produces. A call that takes the split-KV form (below) runs the split kernel without it: WS is
-                 ignored there. Not measured yet: not the default
+                 ignored there. The default at BM=128 (B4 H32 S4096 on the H200: D64 1.909 -> 1.486 ms,
+                 causal 1.030 -> 0.859, D128 2.223 -> 1.943, causal 1.270 -> 1.147; GQA B1 H32/8 S4096
+                 337 -> 314 us); BM=64 keeps 0 (not measured)
   SPLIT_MIN_BLOCKS  split-KV (attention_plan.py): key tiles per chunk at least when a call's CTAs are too few
                  for the SMs; 0: never split. Host-side only: not part of the compiled specialization
 
@@ -86,8 +88,11 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
         rows = dims.get("S", 1) * (dims.get("H", 1) // dims.get("Hkv", dims.get("H", 1)))
         # split-KV chunks of at least two key tiles: decode at B=1 (Llama 3.1 8B, Sk=4096) becomes 8 x 16 CTAs,
         # one wave of two pipelined tiles each (one tile per chunk would take two waves of one tile)
-        return {"WGMMA": 1, "BM": 64 if rows <= 64 else 128, "BN": 128, "STAGES": 3, "PIPE": 1,
-                "PACK": 1, "SPLIT_MIN_BLOCKS": 2}
+        # warp-specialised at BM 128 (H200, 2026-12-01, B4 H32 S4096: 1.13-1.28x the WS=0 kernel, GQA prefill
+        # 1.07x); BM 64 (decode without a split, short prefills) keeps warp 0 as producer: not measured with WS
+        big = rows > 64
+        return {"WGMMA": 1, "BM": 128 if big else 64, "BN": 128, "STAGES": 3, "PIPE": 1,
+                "PACK": 1, "SPLIT_MIN_BLOCKS": 2, **({"WS": 1} if big else {})}
     return {}
 
 
