@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from cuda_fakes import cuda_like
+from cutile_rs_requests import fake_request
 
 from tilerosetta import backends, toolchain
 from tilerosetta.backends.cutile_rs import MODULE, CuTileRsBackend
@@ -104,18 +105,7 @@ def test_every_op_is_implemented_or_explained():
 
 
 # ---- the built extension ---------------------------------------------------------------------------
-def _args(op, dtype="fp32", **shapes):
-    """A request for `ext.validate` with fake aligned pointers (validation never dereferences them)."""
-    spec = SPECS[op]
-    arrays, ptr = [], 1 << 20
-    for name in list(spec.inputs) + list(spec.outputs):
-        shape = shapes[name]
-        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
-        arrays.append((name, ptr, list(shape), strides, dtype, "cuda:0"))
-        ptr += (math.prod(shape) * 4 + 4095) // 4096 * 4096 + 4096
-    # every spec param as the adapter sends it: a float (causal 0/1; scale None resolved, here 1/sqrt(64))
-    scalars = {k: 0.125 if v is None else float(v) for k, v in SPECS[op].full_params({}).items()}
-    return [op, dtype, 0, 0, arrays, scalars, {}]
+_args = fake_request
 
 
 @needs_ext

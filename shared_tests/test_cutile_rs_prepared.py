@@ -10,17 +10,16 @@ each call's own pointers. Launches themselves: test_cutile_rs_prepared_gpu.py.
 from __future__ import annotations
 
 import importlib
-import math
 
 import pytest
 import torch
 
 from cuda_fakes import cuda_like
+from cutile_rs_requests import fake_request
 
 from tilerosetta.backends import cutile_rs
 from tilerosetta.backends.cutile_rs import MODULE, CuTileRsBackend
 from tilerosetta.errors import BackendUnavailable, TileRosettaError
-from tilerosetta.specs import SPECS
 from tilerosetta.specs.base import FP32
 
 try:
@@ -33,16 +32,7 @@ needs_ext = pytest.mark.skipif(NO_EXT is not None, reason=NO_EXT or "")
 
 
 # ---- the built extension: prepare() and Prepared.launch's checks ------------------------------------
-def _args(op, dtype="fp32", **shapes):
-    """A request for the extension with fake aligned, disjoint pointers (validation never dereferences)."""
-    arrays, ptr = [], 1 << 20
-    for name in list(SPECS[op].inputs) + list(SPECS[op].outputs):
-        shape = shapes[name]
-        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
-        arrays.append((name, ptr, list(shape), strides, dtype, "cuda:0"))
-        ptr += (math.prod(shape) * 4 + 4095) // 4096 * 4096 + 4096
-    scalars = {k: 0.125 if v is None else float(v) for k, v in SPECS[op].full_params({}).items()}
-    return [op, dtype, 0, 0, arrays, scalars, {}]
+_args = fake_request
 
 
 VEC = dict(a=(1000,), b=(1000,), out=(1000,))

@@ -22,8 +22,8 @@ pytest.importorskip("tilerosetta_tile_cpp",
 HERE = Path(__file__).resolve().parent
 CC = shutil.which("cc") or shutil.which("gcc")
 
-# Runs in a child process so that dlopen("libcuda.so.1") finds the stand-in via LD_LIBRARY_PATH.
-CHILD = textwrap.dedent("""
+# The head of a child script: the module and a contiguous CUDA-looking tensor at a given address.
+CHILD_HEAD = textwrap.dedent("""
     import json, math, sys, torch
     import tilerosetta_tile_cpp as m
 
@@ -34,7 +34,9 @@ CHILD = textwrap.dedent("""
             return self._ptr
         def stride(self):
             return tuple(math.prod(self.shape[i + 1:]) for i in range(len(self.shape)))
-
+""")
+# Runs in a child process so that dlopen("libcuda.so.1") finds the stand-in via LD_LIBRARY_PATH.
+CHILD = CHILD_HEAD + textwrap.dedent("""
     kernel, shapes, dtype, params, stream = json.loads(sys.argv[1])
     # 1 GiB apart: separate tensors never overlap (the module refuses an output sharing bytes with an input)
     tensors = [Fake(s, getattr(torch, dtype), (i + 1) << 30) for i, s in enumerate(shapes)]

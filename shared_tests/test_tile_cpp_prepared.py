@@ -18,23 +18,12 @@ import pytest
 import torch
 
 from cuda_fakes import cuda_like
-from test_tile_cpp_driver import fake_driver  # noqa: F401  (the fixture: the stand-in libcuda.so.1)
+from test_tile_cpp_driver import CHILD_HEAD, fake_driver  # noqa: F401  (fake_driver: the fixture, the stand-in libcuda.so.1)
 
 mod = pytest.importorskip("tilerosetta_tile_cpp", reason="tilerosetta_tile_cpp not built here (run `make build-python`)")
 
 # Prepares one call on fake tensors at 1 GiB apart, then launches it once per pointer tuple given.
-CHILD = textwrap.dedent("""
-    import json, math, sys, torch
-    import tilerosetta_tile_cpp as m
-
-    class Fake:
-        def __init__(self, shape, dtype, ptr):
-            self.shape, self.dtype, self.device, self._ptr = tuple(shape), dtype, torch.device("cuda", 0), ptr
-        def data_ptr(self):
-            return self._ptr
-        def stride(self):
-            return tuple(math.prod(self.shape[i + 1:]) for i in range(len(self.shape)))
-
+CHILD = CHILD_HEAD + textwrap.dedent("""
     kernel, shapes, dtype, params, launches = json.loads(sys.argv[1])
     p = m.prepare(kernel, [Fake(s, getattr(torch, dtype), (i + 1) << 30) for i, s in enumerate(shapes)], params)
     print("prepared " + p.function)
