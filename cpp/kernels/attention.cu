@@ -35,8 +35,7 @@ __tile__ void attention_tile(T* __restrict__ q, T* __restrict__ k, T* __restrict
   ct::partition_view pv{ct::tensor_span{tr::al<A>(v + kv_off), ct::extents{Sk, D}}, ct::shape<TK, D>{}};
   ct::partition_view po{ct::tensor_span{tr::al<A>(out + off), ct::extents{S, D}}, ct::shape<TQ, D>{}};
 
-  decltype(pq.load_masked(0, 0)) qt;
-  [[cutile::hint(0, allow_tma = false)]] qt = pq.load_masked(bx, 0);
+  auto qt = tr::load_no_tma(pq, bx, 0);
   using Col = tr::ftile<TQ, 1>;
   using Scores = tr::ftile<TQ, TK>;
   Col m = ct::full<Col>(-INFINITY);
@@ -51,9 +50,8 @@ __tile__ void attention_tile(T* __restrict__ q, T* __restrict__ k, T* __restrict
 
   int kv_end = causal ? ((bx + 1) * TQ + Sk - S < Sk ? (bx + 1) * TQ + Sk - S : Sk) : Sk;
   int nk = tr::ceil_div(kv_end, TK);
-  decltype(pk.load_masked(0, 0)) kt, vt;
   for (int j : ct::irange(0, nk)) {
-    [[cutile::hint(0, allow_tma = false)]] kt = pk.load_masked(j, 0);
+    auto kt = tr::load_no_tma(pk, j, 0);
     auto s = ct::mma(qt, ct::transpose(kt), ct::zeros<Scores>()) * qk_scale_log2;
     auto visible = (lane + j * TK) < limit;
     s = ct::select(visible, s, ct::full<Scores>(-INFINITY));
@@ -61,11 +59,10 @@ __tile__ void attention_tile(T* __restrict__ q, T* __restrict__ k, T* __restrict
     auto p = ct::exp2(s - m_new);
     auto alpha = ct::exp2(m - m_new);
     l = l * alpha + ct::sum(p, 1_ic);
-    [[cutile::hint(0, allow_tma = false)]] vt = pv.load_masked(j, 0);
-    acc = ct::mma(ct::element_cast<T>(p), vt, acc * alpha);
+    acc = ct::mma(ct::element_cast<T>(p), tr::load_no_tma(pv, j, 0), acc * alpha);
     m = m_new;
   }
-  [[cutile::hint(0, allow_tma = false)]] po.store_masked(ct::element_cast<T>(acc / l), bx, 0);
+  tr::store_no_tma(po, ct::element_cast<T>(acc / l), bx, 0);
 }
 
 // An earlier aligned body (3-D (B*H, S, D) views of the arguments, TMA, K transposed in registers) compiled

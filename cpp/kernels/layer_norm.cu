@@ -21,13 +21,13 @@ __tile__ void layer_norm_one_tile(T* x, T* w, T* b, T* out, int M, int N, float 
   unsigned i = ct::bid().x;
   float inv_n = 1.0f / (float)N;
   auto lane = ct::iota<ct::tile<int, ct::shape<1, TN>>>();
-  auto t = ct::element_cast<float>(px.load_masked(i, 0));
+  auto t = ct::element_cast<float>(tr::load_no_tma(px, i, 0));
   auto mean = ct::sum(t, 1_ic) * inv_n;
   auto d = ct::select(lane < N, t - mean, ct::zeros<tr::ftile<TM, TN>>());
   auto rstd = ct::rsqrt(ct::sum(d * d, 1_ic) * inv_n + eps);
-  auto wt = ct::reshape(ct::element_cast<float>(pw.load_masked(0)), ct::shape<1, TN>{});
-  auto bt = ct::reshape(ct::element_cast<float>(pb.load_masked(0)), ct::shape<1, TN>{});
-  po.store_masked(ct::element_cast<T>(d * rstd * wt + bt), i, 0);
+  auto wt = ct::reshape(ct::element_cast<float>(tr::load_no_tma(pw, 0)), ct::shape<1, TN>{});
+  auto bt = ct::reshape(ct::element_cast<float>(tr::load_no_tma(pb, 0)), ct::shape<1, TN>{});
+  tr::store_no_tma(po, ct::element_cast<T>(d * rstd * wt + bt), i, 0);
 }
 
 template <bool A, typename T, int TM, int TN>

@@ -15,10 +15,10 @@ __tile__ void rms_norm_one_tile(T* x, T* w, T* out, int M, int N, float eps) {
   ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, ct::shape<TM, TN>{}};
   ct::partition_view pw{ct::tensor_span{w, ct::extents{N}}, ct::shape<TN>{}};
   unsigned i = ct::bid().x;
-  auto t = ct::element_cast<float>(px.load_masked(i, 0));
+  auto t = ct::element_cast<float>(tr::load_no_tma(px, i, 0));
   auto rstd = ct::rsqrt(ct::sum(t * t, 1_ic) / (float)N + eps);
-  auto wt = ct::reshape(ct::element_cast<float>(pw.load_masked(0)), ct::shape<1, TN>{});
-  po.store_masked(ct::element_cast<T>(t * rstd * wt), i, 0);
+  auto wt = ct::reshape(ct::element_cast<float>(tr::load_no_tma(pw, 0)), ct::shape<1, TN>{});
+  tr::store_no_tma(po, ct::element_cast<T>(t * rstd * wt), i, 0);
 }
 
 template <bool A, typename T, int TM, int TN>

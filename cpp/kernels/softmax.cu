@@ -15,11 +15,9 @@ __tile__ void softmax_one_tile(T* x, T* out, int M, int N) {
   ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, ct::shape<TM, TN>{}};
   ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, ct::shape<TM, TN>{}};
   unsigned i = ct::bid().x;
-  decltype(px.load_masked(ct::view_padding_negative_inf_t{}, i, 0)) raw;
-  [[cutile::hint(0, allow_tma = false)]] raw = px.load_masked(ct::view_padding_negative_inf_t{}, i, 0);
-  auto t = ct::element_cast<float>(raw);
+  auto t = ct::element_cast<float>(tr::load_no_tma(px, ct::view_padding_negative_inf_t{}, i, 0));
   auto e = ct::exp(t - ct::reduce_max(t, 1_ic));
-  [[cutile::hint(0, allow_tma = false)]] po.store_masked(ct::element_cast<T>(e * (1.0f / ct::sum(e, 1_ic))), i, 0);
+  tr::store_no_tma(po, ct::element_cast<T>(e * (1.0f / ct::sum(e, 1_ic))), i, 0);
 }
 
 template <bool A, typename T, int TM, int TN>
