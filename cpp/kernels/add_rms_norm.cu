@@ -20,11 +20,13 @@ __tile__ void add_rms_norm_one_tile(T* x, T* r, T* w, T* s, T* out, int M, int N
   ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, shp};
   ct::partition_view pw{ct::tensor_span{w, ct::extents{N}}, ct::shape<TN>{}};
   unsigned i = ct::bid().x;
-  auto t = ct::element_cast<float>(tr::load_no_tma(px, i, 0)) + ct::element_cast<float>(tr::load_no_tma(pr, i, 0));
-  tr::store_no_tma(ps, ct::element_cast<T>(t), i, 0);
+  // TMA here, unlike rms_norm and layer_norm: without it (tr::load_no_tma / store_no_tma) 16384 x 4096 fell
+  // from 81% to 74% of copy on the H200 (4096 x 8192: 81% -> 84%), 2026-12-01.
+  auto t = ct::element_cast<float>(px.load_masked(i, 0)) + ct::element_cast<float>(pr.load_masked(i, 0));
+  ps.store_masked(ct::element_cast<T>(t), i, 0);
   auto rstd = ct::rsqrt(ct::sum(t * t, 1_ic) / (float)N + eps);
-  auto wt = ct::reshape(ct::element_cast<float>(tr::load_no_tma(pw, 0)), ct::shape<1, TN>{});
-  tr::store_no_tma(po, ct::element_cast<T>(t * rstd * wt), i, 0);
+  auto wt = ct::reshape(ct::element_cast<float>(pw.load_masked(0)), ct::shape<1, TN>{});
+  po.store_masked(ct::element_cast<T>(t * rstd * wt), i, 0);
 }
 
 template <bool A, typename T, int TM, int TN>
