@@ -163,10 +163,13 @@ def test_tile_cpp_symbol_of_the_default_config():
         pytest.skip("tilerosetta_tile_cpp not built here (make build-python)")
     res = _cli("--backend", "tile_cpp", "--op", "rms_norm")
     assert res.returncode == 0, res.stderr
-    # Both twins of the default config: the aligned one (TMA) first.
+    # Both twins of the default config: the aligned one first, the only one with 128-bit loads (its one-tile
+    # body loads without TMA, cpp/kernels/rms_norm.cu; the generic twin loads element by element).
     names = re.findall(r"^  function\s+(\S+)$", res.stdout, re.M)
     assert len(names) == 2 and names[0] == names[1] + "_a16", names
-    assert re.search(r"^\s+\d+\s+UTMALDG", res.stdout, re.M), res.stdout
+    first, second = res.stdout.split("\n" + names[1] + " config")[0], res.stdout.split("\n" + names[1] + " config")[1]
+    assert re.search(r"^\s+\d+\s+LDG\.E\.128", first, re.M), res.stdout
+    assert not re.search(r"^\s+\d+\s+LDG\.E\.128", second, re.M), res.stdout
 
 
 def test_tile_cpp_row_wider_than_the_tile_shows_the_loop_entry():
