@@ -149,10 +149,7 @@ struct Prepared {
 
   void launch(const py::tuple& pointers, std::uintptr_t stream) {
     const size_t n = PyTuple_GET_SIZE(pointers.ptr());
-    if (n != plan.pointers.size())
-      throw py::value_error("tile_cpp." + k->op + ": argument 'pointers': expected " +
-                            std::to_string(plan.pointers.size()) + " data pointers, got " + std::to_string(n));
-    std::vector<std::uint64_t> given(n);
+    std::vector<std::uint64_t> given(n);  // their count is check_pointers' first check
     for (size_t i = 0; i < n; ++i) {
       given[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pointers.ptr(), i));
       if (given[i] == static_cast<std::uint64_t>(-1) && PyErr_Occurred()) throw py::error_already_set();

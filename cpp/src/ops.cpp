@@ -219,6 +219,16 @@ bool declared_inplace(const char* names, const std::string& input) {
   return all.find(" " + input + " ") != std::string::npos;
 }
 
+// A data pointer is non-null and aligned to its elements, and to 16 bytes when the launch is an `_a16` twin
+// (a16_function: that symbol, for the message): make_plan checks each tensor's, check_pointers each new
+// pointer of a kept plan.
+void check_data_ptr(const std::string& op, const std::string& name, std::uint64_t p, const std::string& dtype,
+                    const std::string& a16_function = "") {
+  if (p == 0 || p % element_size(dtype) || (!a16_function.empty() && p % 16))
+    throw ArgError{op, name, "data_ptr " + std::to_string(p) + " is null or misaligned" +
+                                 (a16_function.empty() ? "" : " (this plan launches " + a16_function + ")")};
+}
+
 // An output that shares bytes with any other argument is refused: the kernels read other tiles of an
 // input after writing a tile of the output (transpose, matmul, attention, the row ops), so an aliased or
 // partly overlapping output gives silently wrong numbers. The same rule as the shared validation
@@ -286,9 +296,7 @@ void check_pointers(const KernelInfo& k, const Plan& plan, const std::vector<std
   std::vector<TensorArg> args(pointers.size());
   for (size_t i = 0; i < pointers.size(); ++i) {
     const std::uint64_t p = pointers[i];
-    if (p == 0 || p % element_size(k.dtype) || (a16 && p % 16))
-      throw ArgError{op, d.tensors[i].name, "data_ptr " + std::to_string(p) + " is null or misaligned" +
-                                                (a16 ? " (this plan launches " + plan.function + ")" : "")};
+    check_data_ptr(op, d.tensors[i].name, p, k.dtype, a16 ? plan.function : "");
     args[i].ptr = p;
     args[i].shape = plan.shapes[i];
   }
@@ -341,8 +349,7 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
                                      "); call .contiguous() first"};
       expect *= t.shape[d];
     }
-    if (t.ptr == 0 || t.ptr % element_size(k.dtype))
-      throw ArgError{op, name, "data_ptr " + std::to_string(t.ptr) + " is null or misaligned"};
+    check_data_ptr(op, name, t.ptr, k.dtype);
     args.push_back(std::move(t));
   }
   for (size_t i = 0; i < sig.tensors.size(); ++i) {  // derived extents
