@@ -36,6 +36,7 @@ GRID_FOLDS = {"transpose": "ceil(M / BM)", "silu_and_mul": "ceil(H / BH)", "rope
 TENSOR_FIELDS = 6  # (name, data_ptr, shape, strides, dtype, device): rust/src/python.rs PyTensor
 PREPARED = 1  # prepare() / Prepared.launch(pointers, stream): rust/src/python.rs PREPARED
 _CUDA_DEVICE_NAMES: dict[int, str] = {}
+_PREPARED = "rs-prepared"  # the signature memo's kind of the kept Prepared handles (prepared(), the launch path)
 
 
 def _device_str(t: torch.Tensor) -> str:
@@ -155,7 +156,7 @@ class CuTileRsBackend(Backend):
         (a host tensor, which Rust refuses by its device; an unhashable param): such a call goes through
         launch() with its whole request every time. Memory safety: a handle launches the extents it was
         validated with, so it is only ever given the pointers of tensors of its own signature (the key)."""
-        memo, key, kept = self.signature_memo("rs-prepared", op, tensors, params)
+        memo, key, kept = self.signature_memo(_PREPARED, op, tensors, params)
         return kept[0] if kept is not _NO_PLAN else self._prepare(op, tensors, params, memo, key)[0]
 
     def _prepare(self, op: str, tensors, params, memo, key):
@@ -182,11 +183,9 @@ class CuTileRsBackend(Backend):
         return layout
 
     def _make(self, op: str) -> Callable:
-        memo_kind = "rs-prepared"  # prepared()'s
-
         def fn(*tensors, **params):
             try:
-                memo, key, kept = self.signature_memo(memo_kind, op, tensors, params)
+                memo, key, kept = self.signature_memo(_PREPARED, op, tensors, params)
                 if kept is not _NO_PLAN:  # this signature launched before: its JIT compile is behind it
                     kept[0].launch([t.data_ptr() for t in tensors], _raw_stream(kept[1]))
                     return

@@ -167,9 +167,9 @@ def ws_registers(bm: int) -> tuple[int, int] | None:
 
 
 def refill_parity(j, stages):
-    """The empty-barrier phase parity the producer of the WS=1 form waits for before it loads key tile j >=
-    STAGES into stage j % STAGES: that of the stage's (j // STAGES - 1)-th release (0-based), the one of tile
-    j - STAGES. Plain Python: shared_tests/test_cute_dsl_compile.py replays the ring with it on the CPU."""
+    """The empty-barrier phase parity a producer (the WS=1 form's, or warp 0 of the simple loop) waits for
+    before it loads key tile j >= STAGES into stage j % STAGES: that of the stage's (j // STAGES - 1)-th release
+    (0-based), the one of tile j - STAGES. Plain Python: shared_tests/test_cute_dsl_compile.py replays the ring with it on the CPU."""
     return (j // stages + 1) % 2
 
 
@@ -404,7 +404,7 @@ def _consume(qk_mma: cute.TiledMma, pv_mma: cute.TiledMma, sQ: cute.Tensor, sK: 
                 nt = j + stages - 1  # producer warp: refill the stage tile j - 1 used (released by every warp)
                 if warp == 0 and nt < n_tiles:
                     if nt >= stages:
-                        cute.arch.mbarrier_wait(empty + nt % stages, (nt // stages + 1) % 2)
+                        cute.arch.mbarrier_wait(empty + nt % stages, refill_parity(nt, stages))
                     _load_kv(tma_k, tKgK, tKsK, tma_v, tVgV, tVsV, full + nt % stages, _tile(t0, nt), nt % stages,
                              kv_bytes)
             cute.arch.mbarrier_wait(full + s, (j // stages) % 2)
