@@ -47,3 +47,98 @@ def test_gemm_against_torch_and_attention_against_the_best_of_fa4_and_sdpa_ties_
     assert header == ["op", "size", "triton", "cute_dsl"]
     assert counts == {"triton": (1, 2), "cute_dsl": (0, 1)}
     assert rows[0][:2] == ["matmul", "G"] and rows[1][3] == "-"  # cute_dsl has no attention result: not judged
+
+
+# ---- causes (bench/gap_causes.toml) --------------------------------------------------------------------
+
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tilerosetta.bench.results import RESULTS_DIR, resolve_results_path  # noqa: E402
+from tilerosetta.toolchain import REPO_ROOT  # noqa: E402
+
+
+def _causes(tmp_path, text):
+    path = tmp_path / "causes.toml"
+    path.write_text(text)
+    return targets.load_causes(path)
+
+
+def test_a_gap_cell_names_the_first_cause_that_covers_it_and_an_uncovered_gap_says_so(tmp_path):
+    res = _results(tmp_path, [
+        _rec("quack", "softmax", "M4096_N16384", 1.00, "memory", 95.0),
+        _rec("triton", "softmax", "M4096_N16384", 1.5, "memory", 63.0),
+        _rec("cute_dsl", "softmax", "M4096_N16384", 1.6, "memory", 59.0),
+        _rec("triton", "softmax", "M32768_N4096", 1.5, "memory", 70.0)])
+    causes = _causes(tmp_path, """
+[[gap]]
+backend = "triton"
+op = ["rms_norm", "softmax"]
+cases = ["M4096_*"]
+class = "ours"
+cause = "first"
+where = "bench/GAPS.md"
+[[gap]]
+backend = "*"
+op = "softmax"
+cases = ["M4096_*"]
+class = "unknown"
+cause = "second"
+where = "bench/GAPS.md"
+""")
+    _, rows, _ = targets.table(res, "bf16", causes)
+    cells = {row[1]: row[2:] for row in rows}
+    assert cells["M4096_N16384"][0].endswith("[1]") and cells["M4096_N16384"][1].endswith("[2]")
+    assert cells["M32768_N4096"][0].endswith("[no cause]")
+    assert targets.gaps_without_cause(res, causes) == [("triton", "softmax", "bf16", "M32768_N4096")]
+    assert targets.cause_rows(causes, {2})[0][:4] == ["2", "*", "softmax (M4096_*)", "unknown"]
+
+
+def test_a_cause_without_a_class_or_evidence_is_refused_with_its_entry(tmp_path):
+    with pytest.raises(ValueError, match=r"entry 1 \(triton/softmax\): missing \['where'\]"):
+        _causes(tmp_path, '[[gap]]\nbackend = "triton"\nop = "softmax"\nclass = "ours"\ncause = "x"\n')
+    with pytest.raises(ValueError, match="class must be one of"):
+        _causes(tmp_path, '[[gap]]\nbackend = "t"\nop = "s"\nclass = "compiler"\ncause = "x"\nwhere = "w"\n')
+
+
+def _newest_gpu_run() -> Path:
+    return resolve_results_path(RESULTS_DIR / "latest")
+
+
+def test_every_gap_of_the_newest_committed_h200_run_has_a_cause():
+    res = load(_newest_gpu_run())
+    missing = targets.gaps_without_cause(res, targets.load_causes())
+    assert not missing, f"{len(missing)} gaps of {_newest_gpu_run().name} have no entry in bench/gap_causes.toml: {missing[:8]}"
+
+
+def _github_anchor(heading: str) -> str:
+    text = heading.strip().lower()
+    return re.sub(r" ", "-", "".join(ch for ch in text if ch.isalnum() or ch in "-_ "))
+
+
+def test_every_cause_links_to_evidence_and_a_reproducer_that_exist():
+    causes = targets.load_causes()
+    assert causes, "bench/gap_causes.toml has no entries"
+    for c in causes:
+        path, _, anchor = c.where.partition("#")
+        doc = REPO_ROOT / path
+        assert doc.is_file(), f"{c.backends}/{c.ops}: evidence {c.where} does not exist"
+        if anchor:
+            anchors = {_github_anchor(m) for m in re.findall(r"^#+ (.+)$", doc.read_text(), re.M)}
+            assert anchor in anchors, f"{c.backends}/{c.ops}: no heading of {path} has the anchor #{anchor}"
+        if c.repro.startswith("repro/"):
+            assert (REPO_ROOT / c.repro).is_file(), f"{c.backends}/{c.ops}: reproducer {c.repro} does not exist"
+        else:
+            assert c.repro.split()[0] in ("tilerosetta", "cargo"), f"{c.backends}/{c.ops}: reproducer {c.repro!r}"
+
+
+def test_the_committed_targets_page_is_the_rendering_of_the_newest_run():
+    from tilerosetta.bench import report
+
+    page = REPO_ROOT / "bench" / "TARGETS.md"
+    newest = _newest_gpu_run()
+    source = f"bench/results/{newest.name}"
+    assert page.read_text() == report.targets_markdown(load(newest), source) + "\n", (
+        f"bench/TARGETS.md is stale: `tilerosetta report {source} --targets bench/TARGETS.md`")

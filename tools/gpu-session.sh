@@ -9,7 +9,8 @@
 # Env: BACKENDS (default: all that run), SUITE_K ("backend=pytest -k expr;..." to narrow a backend's suite),
 #      ONLY_K (a pytest -k expr for every backend's suite, e.g. ONLY_K=add_rms_norm: one op everywhere),
 #      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'), MAX_CONFIGS (8),
-#      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
+#      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), EXTRA="cmd" (run in the bundle's environment
+#      after the suite, into extra.log; T_EXTRA, 120 s, e.g. a reproducer under repro/), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
 #      SCALING=1 (`bench --scaling` after the bench, ~4 min; SCALING_ARGS e.g. "--budget-s 120"),
 #      HOSTPROF=1 (tools/host_cost_profile.py: where each backend's per-call host time goes, ~20 s),
 #      BENCH_LATEST=1 (this session's bench results become bench/results' newest for the later steps),
@@ -98,6 +99,11 @@ if [ "${SKIP_SELFTEST:-0}" != 1 ]; then
   timeout 120 gpu-bundle/run.sh shell python3 -m pytest shared_tests/test_bench_gpu.py -q -rs -p no:cacheprovider \
     > "$out/extra.log" 2>&1; tail -3 "$out/extra.log"
   stamp "bench self-tests"
+fi
+if [ -n "${EXTRA:-}" ]; then  # a command of our own (a reproducer), in the bundle's environment
+  timeout "${T_EXTRA:-120}" gpu-bundle/run.sh shell bash -c "$EXTRA" >> "$out/extra.log" 2>&1; echo "extra: exit $?"
+  tail -30 "$out/extra.log"
+  stamp "extra"
 fi
 if [ "${PROBE:-0}" = 1 ]; then
   timeout "${T_PROBE:-150}" gpu-bundle/run.sh shell python3 tools/probe_tile_cpp.py --out "$out/probe.jsonl" \

@@ -33,7 +33,19 @@ def run(args) -> int:
                 console.print(f"[red]tilerosetta report --readme:[/] {exc}", highlight=False)
                 return 2
             console.print(f"rewrote the table between the markers of {args.readme}", highlight=False)
+    if args.targets and not paths.get("e2e_only"):
+        out = Path(args.targets)
+        out = out if out.is_absolute() else REPO_ROOT / out
+        from tilerosetta.bench.results import resolve_results_path
+        path = resolve_results_path(args.results)
+        out.write_text(report.targets_markdown(load(path), _repo_relative(path, REPO_ROOT)) + "\n")
+        console.print(f"targets:  {out}", highlight=False)
     return 0
+
+
+def _repo_relative(path, root: Path) -> str:
+    p = Path(path).resolve()
+    return str(p.relative_to(root)) if p.is_relative_to(root) else str(path)
 
 
 def register(sub):
@@ -52,4 +64,7 @@ def register(sub):
                         "ratio to it, ties marked) as Markdown for the README")
     p.add_argument("--readme", nargs="?", const="README.md", default="",
                    help="rewrite that table in README.md (or the given file) between its two marker comments")
+    p.add_argument("--targets", nargs="?", const="bench/TARGETS.md", default="",
+                   help="also write issue 15's per-case targets of every dtype in the run, with each gap's cause "
+                        "from bench/gap_causes.toml, as one Markdown page (default bench/TARGETS.md)")
     p.set_defaults(func=run)
