@@ -5,12 +5,15 @@ stored once in the output dtype and the norm uses the fp32 sum. Single-tile when
 (config.plan_rows), else looped: pass 1 adds, stores `sum` and accumulates squares per LOOP_TN tile;
 pass 2 re-adds x + residual (not a re-read of `sum`: the fp32 value, and no read-after-write of global
 memory within the block) to scale. Zero padding adds nothing to the sum of squares.
+Whole tiles (N a power of two, BM dividing M) take the exact kernel: no bounds checks, and the weight
+comes by TMA with x and residual up to WB_TMA_MAX_N wide rows, as in rms_norm.py (which says why).
 """
 
 import cuda.tile as ct
 
 from tilerosetta.kernels.cutile.config import Launch, plan_rows
 from tilerosetta.kernels.cutile.hints import hinted
+from tilerosetta.kernels.cutile.rms_norm import WB_TMA_MAX_N, exact_rows
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -29,6 +32,19 @@ def add_rms_norm_single_kernel(x, residual, weight, sum_out, out, EPS: ct.Consta
     wt = ct.reshape(ct.astype(ct.load(weight, (0,), (BN,), padding_mode=ZERO, allow_tma=False), ct.float32), (1, BN))
     ms = ct.sum(s * s, axis=1, keepdims=True) / x.shape[1]
     ct.store(out, (i, 0), ct.astype(s * ct.rsqrt(ms + EPS) * wt, out.dtype))
+
+
+@ct.kernel
+def add_rms_norm_exact_kernel(x, residual, weight, sum_out, out, EPS: ct.Constant[float], BM: ct.Constant[int],
+                              BN: ct.Constant[int], WB_TMA: ct.Constant[bool]):
+    i = ct.bid(0)
+    s = ct.astype(ct.load(x, (i, 0), (BM, BN), check_bounds=False), ct.float32) + \
+        ct.astype(ct.load(residual, (i, 0), (BM, BN), check_bounds=False), ct.float32)
+    wt = ct.reshape(ct.astype(ct.load(weight, (0,), (BN,), check_bounds=False, allow_tma=WB_TMA), ct.float32),
+                    (1, BN))
+    ct.store(sum_out, (i, 0), ct.astype(s, sum_out.dtype), check_bounds=False)
+    ms = ct.sum(s * s, axis=1, keepdims=True) / BN  # N == BN
+    ct.store(out, (i, 0), ct.astype(s * ct.rsqrt(ms + EPS) * wt, out.dtype), check_bounds=False)
 
 
 @ct.kernel
@@ -53,6 +69,9 @@ def prepare(x, residual, weight, sum, out, cfg, eps):  # noqa: A002 (the spec's 
     p = plan_rows(m, n, cfg)
     hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
     args = (x, residual, weight, sum, out, float(eps))
+    if p["single"] and exact_rows(m, n, p):
+        return [Launch(hinted(add_rms_norm_exact_kernel, **hints), p["grid"],
+                       (*args, p["BM"], p["BN"], p["BN"] <= WB_TMA_MAX_N))]
     if p["single"]:
         return [Launch(hinted(add_rms_norm_single_kernel, **hints), p["grid"], (*args, p["BM"], p["BN"]))]
     return [Launch(hinted(add_rms_norm_loop_kernel, **hints), p["grid"], (*args, p["BN"]))]

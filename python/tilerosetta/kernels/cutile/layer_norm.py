@@ -6,14 +6,22 @@ would contribute (0 - mean)^2, so they are masked out with `where(col < N)`.
   * single: the whole row in one tile (BM rows per block), one read of x.
   * looped: pass 1 the mean, pass 2 the centred sum of squares, pass 3 normalise and store
     (three reads of x; simple and exact, at 1.5x the traffic of the single-tile path).
-w and b are loaded without TMA (allow_tma=False): they are the same for every block (L2 hits), and
-TMA would stage them through shared memory, which limits how many blocks fit on an SM.
+  * exact: the single-tile case when every tile is whole (N a power of two, BM dividing M): no bounds
+    checks, and w and b come by TMA like x, so the producer warp issues all three at the start of the
+    block. Why: loaded with LDG, tileiras sinks the w/b loads to their use after both reductions, and
+    issues them there as 4-8 serial LDG -> STS -> fence steps per block (bench/GAPS.md, cutile_py
+    layer_norm). Staging w and b raises shared memory from 33.9 to 50-54 KB per block, which still fits
+    the 4 blocks the occupancy hint asks for up to 8192-wide tiles (sm_90 cubins); wider tiles (the
+    occupancy-2 plan of N 16384) would drop to 1 block/SM, so they keep w/b on LDG (WB_TMA=False).
+The other kernels load w and b without TMA (allow_tma=False): they are the same for every block (L2
+hits), and TMA would stage them through shared memory, which limits how many blocks fit on an SM.
 """
 
 import cuda.tile as ct
 
 from tilerosetta.kernels.cutile.config import Launch, plan_rows
 from tilerosetta.kernels.cutile.hints import hinted
+from tilerosetta.kernels.cutile.rms_norm import WB_TMA_MAX_N, exact_rows
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -31,6 +39,19 @@ def layer_norm_single_kernel(x, w, b, out, EPS: ct.Constant[float], BM: ct.Const
     wt = ct.reshape(ct.astype(ct.load(w, (0,), (BN,), padding_mode=ZERO, allow_tma=False), ct.float32), (1, BN))
     bt = ct.reshape(ct.astype(ct.load(b, (0,), (BN,), padding_mode=ZERO, allow_tma=False), ct.float32), (1, BN))
     ct.store(out, (i, 0), ct.astype(d * rstd * wt + bt, out.dtype))
+
+
+@ct.kernel
+def layer_norm_exact_kernel(x, w, b, out, EPS: ct.Constant[float], BM: ct.Constant[int], BN: ct.Constant[int],
+                            WB_TMA: ct.Constant[bool]):
+    i = ct.bid(0)  # N == BN: no padded columns, so no mask on the centred values
+    t = ct.astype(ct.load(x, (i, 0), (BM, BN), check_bounds=False), ct.float32)
+    wt = ct.reshape(ct.astype(ct.load(w, (0,), (BN,), check_bounds=False, allow_tma=WB_TMA), ct.float32), (1, BN))
+    bt = ct.reshape(ct.astype(ct.load(b, (0,), (BN,), check_bounds=False, allow_tma=WB_TMA), ct.float32), (1, BN))
+    mean = ct.sum(t, axis=1, keepdims=True) / BN
+    d = t - mean
+    rstd = ct.rsqrt(ct.sum(d * d, axis=1, keepdims=True) / BN + EPS)
+    ct.store(out, (i, 0), ct.astype(d * rstd * wt + bt, out.dtype), check_bounds=False)
 
 
 @ct.kernel
@@ -60,6 +81,9 @@ def prepare(x, w, b, out, cfg, eps):
     m, n = x.shape
     p = plan_rows(m, n, cfg)
     hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
+    if p["single"] and exact_rows(m, n, p):
+        return [Launch(hinted(layer_norm_exact_kernel, **hints), p["grid"],
+                       (x, w, b, out, float(eps), p["BM"], p["BN"], p["BN"] <= WB_TMA_MAX_N))]
     if p["single"]:
         return [Launch(hinted(layer_norm_single_kernel, **hints), p["grid"], (x, w, b, out, float(eps), p["BM"], p["BN"]))]
     return [Launch(hinted(layer_norm_loop_kernel, **hints), p["grid"], (x, w, b, out, float(eps), p["BN"]))]

@@ -4,7 +4,13 @@ Single-tile (row fits BN = next_pow2(N), BM rows per block) or looped (sum of sq
 tiles, then a second pass that scales), chosen by config.plan_rows. Padding is zero, which adds
 nothing to the sum of squares; the mean divides by the true N. eps is a compile-time constant (a
 handful of distinct values in practice), which keeps the kernel signature free of float scalars.
-The weight is loaded without TMA (allow_tma=False): every block reads the same w from L2, and a TMA
+The exact kernel serves the single-tile case when every tile is whole (N a power of two, BM dividing
+M): no bounds checks, and w comes by TMA like x, so the producer warp issues both at the start of the
+block. Why: loaded with LDG, tileiras sinks the w load to its use after the reduction and issues it
+there as 4-8 serial LDG -> STS -> fence steps per block (bench/GAPS.md, cutile_py rms_norm). Staging w
+raises shared memory from 33.9 to ~50 KB per block, which still fits the 4 blocks the occupancy hint asks
+for up to 8192-wide tiles (sm_90 cubins); wider tiles keep w on LDG (WB_TMA=False, see WB_TMA_MAX_N).
+The other kernels load w without TMA (allow_tma=False): every block reads the same w from L2, and a TMA
 load would stage it through shared memory, which limits how many blocks fit on an SM.
 """
 
@@ -14,6 +20,14 @@ from tilerosetta.kernels.cutile.config import Launch, plan_rows
 from tilerosetta.kernels.cutile.hints import hinted
 
 ZERO = ct.PaddingMode.ZERO
+# Widest row whose weight (and layer_norm's bias) the exact kernels stage by TMA: at 16384 (the occupancy-2
+# plan) the extra shared memory drops layer_norm from 2 blocks/SM to 1 (sm_90 cubins, tileiras 13.4).
+WB_TMA_MAX_N = 8192
+
+
+def exact_rows(m: int, n: int, plan: dict) -> bool:
+    """Every single-tile block is whole: the row is exactly one tile and BM rows divide M."""
+    return plan["BN"] == n and m % plan["BM"] == 0
 
 
 @ct.kernel
@@ -23,6 +37,16 @@ def rms_norm_single_kernel(x, w, out, EPS: ct.Constant[float], BM: ct.Constant[i
     wt = ct.reshape(ct.astype(ct.load(w, (0,), (BN,), padding_mode=ZERO, allow_tma=False), ct.float32), (1, BN))
     ms = ct.sum(t * t, axis=1, keepdims=True) / x.shape[1]
     ct.store(out, (i, 0), ct.astype(t * ct.rsqrt(ms + EPS) * wt, out.dtype))
+
+
+@ct.kernel
+def rms_norm_exact_kernel(x, w, out, EPS: ct.Constant[float], BM: ct.Constant[int], BN: ct.Constant[int],
+                          WB_TMA: ct.Constant[bool]):
+    i = ct.bid(0)
+    t = ct.astype(ct.load(x, (i, 0), (BM, BN), check_bounds=False), ct.float32)
+    wt = ct.reshape(ct.astype(ct.load(w, (0,), (BN,), check_bounds=False, allow_tma=WB_TMA), ct.float32), (1, BN))
+    ms = ct.sum(t * t, axis=1, keepdims=True) / BN  # N == BN
+    ct.store(out, (i, 0), ct.astype(t * ct.rsqrt(ms + EPS) * wt, out.dtype), check_bounds=False)
 
 
 @ct.kernel
@@ -44,6 +68,9 @@ def prepare(x, w, out, cfg, eps):
     m, n = x.shape
     p = plan_rows(m, n, cfg)
     hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
+    if p["single"] and exact_rows(m, n, p):
+        return [Launch(hinted(rms_norm_exact_kernel, **hints), p["grid"],
+                       (x, w, out, float(eps), p["BM"], p["BN"], p["BN"] <= WB_TMA_MAX_N))]
     if p["single"]:
         return [Launch(hinted(rms_norm_single_kernel, **hints), p["grid"], (x, w, out, float(eps), p["BM"], p["BN"]))]
     return [Launch(hinted(rms_norm_loop_kernel, **hints), p["grid"], (x, w, out, float(eps), p["BN"]))]

@@ -1,0 +1,132 @@
+"""The norms' weight (and bias) loads are in flight with x's, at the occupancy the kernels had before
+(bench/GAPS.md: cutile_py rms_norm / layer_norm, triton layer_norm 4096x8192). Checked without a GPU:
+
+- cutile_py: whole-tile shapes take the exact kernels, whose w (and b) come by TMA, issued by the
+  producer warp with x at the start of the block: the sm_90 cubin has no LDG left and keeps 4 blocks/SM.
+  Other shapes keep the bounds-checked kernels.
+- triton layer_norm: w and b are loaded before the first block barrier, and the launch's register cap
+  keeps 3 programs/SM at 16 warps (compiled in a subprocess with TRITON_INTERPRET=0, as
+  test_triton_compile does: this process may have imported the kernels for the interpreter).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+PYTHON_DIR = Path(__file__).resolve().parents[1] / "python"
+BENCH = ((4096, 8192), (16384, 4096))  # the bench shapes of both norms (M, N)
+
+
+def _cutile():
+    try:
+        import cuda.tile  # noqa: F401
+    except Exception as exc:
+        pytest.skip(f"cuda.tile not importable: {type(exc).__name__}: {exc}")
+    from tilerosetta.kernels.cutile import add_rms_norm, config, layer_norm, rms_norm
+
+    return config, {"rms_norm": rms_norm, "layer_norm": layer_norm, "add_rms_norm": add_rms_norm}
+
+
+def _launch(modules, config, op, m, n, dtype=torch.bfloat16):
+    def t(*shape):
+        return torch.empty(shape, dtype=dtype, device="meta")
+
+    args = {"rms_norm": (t(m, n), t(n), t(m, n)), "layer_norm": (t(m, n), t(n), t(n), t(m, n)),
+            "add_rms_norm": (t(m, n), t(m, n), t(n), t(m, n), t(m, n))}[op]
+    cfg = config.default_config(op, {torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype])
+    (lx,) = modules[op].prepare(*args, cfg, eps=1e-5)
+    return lx
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm", "add_rms_norm"])
+def test_cutile_exact_kernel_only_for_whole_tiles(op):
+    config, modules = _cutile()
+    from tilerosetta.kernels.cutile.export import kernel_name
+
+    for m, n in BENCH:
+        lx = _launch(modules, config, op, m, n)
+        assert kernel_name(lx) == f"{op}_exact_kernel", (m, n)
+        assert lx.args[-1] is True  # w/b by TMA at these widths
+    assert kernel_name(_launch(modules, config, op, 2048, 16384)) == f"{op}_exact_kernel"
+    assert _launch(modules, config, op, 2048, 16384).args[-1] is False  # 16384: w/b on LDG (shared memory)
+    assert kernel_name(_launch(modules, config, op, 4097, 4096)) == f"{op}_single_kernel"  # BM 2 does not divide M
+    assert kernel_name(_launch(modules, config, op, 4096, 4000)) == f"{op}_single_kernel"  # padded columns
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm", "add_rms_norm"])
+def test_cutile_exact_kernel_loads_weights_by_tma_at_4_blocks(op):
+    config, modules = _cutile()
+    from tilerosetta import cubin as cubin_mod
+    from tilerosetta import toolchain
+    from tilerosetta.kernels.cutile import export
+
+    tc = toolchain.activate()
+    ok, why = tc.can_target("sm_90")
+    if not ok:
+        pytest.skip(why)
+    for m, n in BENCH:
+        lx = _launch(modules, config, op, m, n)
+        (k,) = cubin_mod.analyse(export.compile_cubin(lx, export.signature(lx), "sm_90"))
+        ldg = sum(c for o, c in k.mix.items() if o.startswith("LDG"))
+        tma = sum(c for o, c in k.mix.items() if o.startswith("UTMALDG.1D"))
+        assert ldg == 0 and tma > 0, (op, m, n, dict(k.mix))
+        assert k.occupancy("sm_90")[0] >= 4, (op, m, n, k)
+        assert k.spill_stores == 0, (op, m, n, k)
+
+
+_TRITON_PROBE = r"""
+import json, sys
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from tilerosetta import cubin as cubin_mod
+from tilerosetta.kernels.triton import config, layer_norm
+from tilerosetta.kernels.triton.aot_check import arg_type
+
+out = []
+for m, n in json.loads(sys.argv[1]):
+    x, v = torch.empty(m, n, dtype=torch.bfloat16, device="meta"), torch.empty(n, dtype=torch.bfloat16, device="meta")
+    cfg = config.default("layer_norm", torch.bfloat16, {"M": m, "N": n}, interpret=False)
+    (lx,) = layer_norm.prepare(x, v, v, x, cfg, 1e-5)
+    names = lx.kernel.arg_names
+    runtime = [a for a in names if a not in lx.constexprs]
+    sig = {a: arg_type(val) for a, val in zip(runtime, lx.args, strict=True)}
+    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a, ty in sig.items() if ty.startswith("*") or ty == "i32"}
+    src = ASTSource(lx.kernel, signature={a: sig.get(a, "constexpr") for a in names}, constexprs=lx.constexprs,
+                    attrs=attrs)
+    cubin = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(lx.options)).asm["cubin"]
+    (k,) = cubin_mod.analyse(cubin)
+    k.threads = lx.options["num_warps"] * 32
+    sass = cubin_mod._run("-sass", cubin=cubin)
+    seq = [mm.group(1) for mm in map(cubin_mod._SASS_INSTR.match, sass.splitlines()) if mm]
+    out.append({"m": m, "n": n, "options": lx.options, "regs": k.regs, "stl": k.spill_stores,
+                "blocks": k.occupancy("sm_90")[0], "seq": seq})
+print(json.dumps(out))
+"""
+
+
+def test_triton_layer_norm_loads_w_b_with_x_at_the_old_occupancy():
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(PYTHON_DIR))
+    proc = subprocess.run([sys.executable, "-c", _TRITON_PROBE, json.dumps(BENCH)], env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    by_shape = {(r["m"], r["n"]): r for r in json.loads(proc.stdout)}
+    for shape, blocks in (((4096, 8192), 3), ((16384, 4096), 6)):
+        r = by_shape[shape]
+        assert r["options"].get("maxnreg") == 40 and r["regs"] <= 40, r["options"]
+        assert r["blocks"] == blocks, (shape, r["regs"], r["blocks"])
+        seq = r["seq"]
+        first_bar = seq.index("BAR.SYNC.DEFER_BLOCKING")
+        loads = [i for i, op in enumerate(seq) if op.startswith("LDG")]
+        assert len(loads) == 6 and max(loads) < first_bar, (shape, loads, first_bar)  # x, w, b before the reductions
+    assert by_shape[(4096, 8192)]["stl"] == 0  # no spill at 16 warps
