@@ -157,6 +157,17 @@ def test_triton_matmul_sm90(tmp_path):
     assert re.search(r"^\s+\d+\s+HGMMA\.", res.stdout, re.M), res.stdout  # wgmma on sm_90
 
 
+def test_triton_inspect_compiles_with_the_launch_register_cap():
+    # layer_norm's launch at N 8192 caps registers at 40 (kernels/triton/layer_norm.py); without the cap the
+    # kernel inspect shows takes ~49 and is not the one that runs.
+    _need_cuobjdump()
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton not installed")
+    res = _cli("--backend", "triton", "--op", "layer_norm", "--size", "0")
+    assert res.returncode == 0, res.stderr
+    assert "maxnreg 40" in res.stdout and _section(res.stdout, "registers") == "40 (cap 40)", res.stdout
+
+
 def test_tile_cpp_symbol_of_the_default_config():
     _need_cuobjdump()
     if importlib.util.find_spec("tilerosetta_tile_cpp") is None:

@@ -156,7 +156,7 @@ def _triton(op, dtype, case, arch, override):
                   check=lambda c: tconfig.check(op, c))
     aligned = all(v % 16 == 0 for k, v in case.dims.items() if k not in ("B", "H", "Bt"))
     out = []
-    for kernel, sig, consts, warps, stages in variants(op, dtype, case.dims, cfg):
+    for kernel, sig, consts, warps, stages, extra in variants(op, dtype, case.dims, cfg):
         if op == "attention" and (consts["TMA"] != bool(cfg.get("TMA", 0))
                                   or consts["CAUSAL"] != bool(case.params.get("causal", False))):
             continue  # variants() lists both load paths and both masks; keep the one this call takes
@@ -166,11 +166,12 @@ def _triton(op, dtype, case, arch, override):
         src = ASTSource(kernel, signature={n: sig.get(n, "constexpr") for n in names}, constexprs=consts,
                         attrs=attrs)
         compiled = triton.compile(src, target=GPUTarget("cuda", int(arch.removeprefix("sm_")), 32),
-                                  options={"num_warps": warps, "num_stages": stages})
+                                  options={"num_warps": warps, "num_stages": stages, **extra})
         for k in cubin_mod.analyse(compiled.asm["cubin"]):
             k.threads = warps * 32
             k.shared = max(k.shared, compiled.metadata.shared)  # Triton's shared memory is dynamic
-            out.append(Inspected(f"{kernel.fn.__name__} {consts} warps {warps} stages {stages}", k,
+            out.append(Inspected(f"{kernel.fn.__name__} {consts} warps {warps} stages {stages}"
+                                 + "".join(f" {n} {v}" for n, v in extra.items()), k,
                                  compiled.asm["cubin"]))
     return out
 

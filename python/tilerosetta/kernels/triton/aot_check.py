@@ -47,10 +47,14 @@ def arg_type(value) -> str:
     return "i32" if -2**31 <= value < 2**31 else "i64"
 
 
+COMPILE_OPTIONS = ("maxnreg",)  # launch options besides warps/stages that change the compiled kernel
+
+
 def variants(op, dtype, case, cfg):
-    """(kernel, {arg: type}, constexprs, num_warps, num_stages) of each launch the backend would make for
-    this case (a Case, or plain dims): the module's own prepare() on meta tensors, so the signatures are
-    read, not re-derived."""
+    """(kernel, {arg: type}, constexprs, num_warps, num_stages, extra) of each launch the backend would make
+    for this case (a Case, or plain dims): the module's own prepare() on meta tensors, so the signatures are
+    read, not re-derived. extra: the launch's other compile options (e.g. maxnreg), so a compile here
+    builds the kernel that runs."""
     spec = SPECS[op]
     case = case if isinstance(case, Case) else Case(dict(case))  # plain dims: the spec's default params
     prepare = importlib.import_module(f"tilerosetta.kernels.triton.{op}").prepare
@@ -60,7 +64,9 @@ def variants(op, dtype, case, cfg):
     for lx in prepare(*tensors, cfg, **spec.full_params(case.params)):
         runtime = [n for n in lx.kernel.arg_names if n not in lx.constexprs and n not in RUN_CONSTEXPRS]
         sig = {n: arg_type(v) for n, v in zip(runtime, lx.args, strict=True)}
-        out.append((lx.kernel, sig, lx.constexprs, lx.options.get("num_warps", 4), lx.options.get("num_stages", 3)))
+        extra = {k: v for k, v in lx.options.items() if k in COMPILE_OPTIONS}
+        out.append((lx.kernel, sig, lx.constexprs, lx.options.get("num_warps", 4), lx.options.get("num_stages", 3),
+                    extra))
     return out
 
 
@@ -85,7 +91,7 @@ def cases(op, dtype):
         yield case, {**cfg, "TMA": 1, "FIXUP": 0}  # a split-KV case: the combine kernel too
 
 
-def compile_one(kernel, sig, constexprs, num_warps, num_stages, arch, aligned):
+def compile_one(kernel, sig, constexprs, num_warps, num_stages, arch, aligned, extra=None):
     names = kernel.arg_names
     signature = {n: sig.get(n, "constexpr") for n in names}
     # A real launch specialises on 16-divisibility: torch's pointers always are, and the integer sizes
@@ -99,7 +105,8 @@ def compile_one(kernel, sig, constexprs, num_warps, num_stages, arch, aligned):
         signature["PDL"] = "constexpr"
     src = ASTSource(kernel, signature=signature, constexprs=constexprs, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages, "launch_pdl": pdl})
+                              options={"num_warps": num_warps, "num_stages": num_stages, "launch_pdl": pdl,
+                                       **(extra or {})})
     return compiled.metadata.shared
 
 
@@ -114,17 +121,17 @@ def main(argv=None):
         for dtype in SPECS[op].dtypes:
             for case, cfg in cases(op, dtype):
                 dims = case.dims
-                for kernel, sig, consts, w, s in variants(op, dtype, case, cfg):
+                for kernel, sig, consts, w, s, extra in variants(op, dtype, case, cfg):
                     aligned = all(v % 16 == 0 for k, v in dims.items() if k not in ("B", "H", "Hkv", "Bt"))
                     key = (op, kernel.fn.__name__, dtype_name(dtype), tuple(sorted(consts.items())),
-                           tuple(sig.items()), w, s, aligned)
+                           tuple(sig.items()), w, s, tuple(extra.items()), aligned)
                     if key in seen:
                         continue
                     seen.add(key)
                     label = (f"{op}/{dtype_name(dtype)}/{kernel.fn.__name__}{consts} warps={w} stages={s}"
                              f"{' 16-aligned sizes' if aligned else ''}")
                     try:
-                        smem = compile_one(kernel, sig, consts, w, s, args.arch, aligned)
+                        smem = compile_one(kernel, sig, consts, w, s, args.arch, aligned, extra)
                     except Exception as exc:  # report every failure, not only the first
                         fail.append(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
                         continue
