@@ -61,6 +61,23 @@ pub fn row_occupancy(elems: i64) -> i64 {
     if elems <= 8192 { 4 } else { 2 }
 }
 
+/// Rows per block of a row op: 2 for fp16/bf16 rows of N <= ROW_TWO_ROWS_MAX (one tile of
+/// next_pow2(N) <= 4096 columns) when there are at least 2 rows, else 1. Why: the register budget of OCC=4
+/// (64 per thread at 256 threads) caps a row kernel at 4 CTAs per SM, so one row per block keeps only 4
+/// rows (32 KB of x at N 4096) in flight per SM, against 8 for cuTile Python (2 rows per block) and Triton
+/// (bench/GAPS.md, cutile_rs row ops). Two rows compile to the same 256 threads and 64 registers without
+/// spills, 4 CTAs per SM, for every row op and both 16-bit types (tests/sass.rs
+/// `two_rows_per_block_at_n4096`, BN 8, 1024 and 4096). fp32 rows are twice the bytes and stay at one row.
+pub fn row_block_rows(dtype: DType, m: Option<i64>, n: Option<i64>) -> i64 {
+    match (m, n) {
+        (Some(m), Some(n)) if dtype != DType::F32 && m >= 2 && n <= ROW_TWO_ROWS_MAX => 2,
+        _ => 1,
+    }
+}
+
+/// Widest fp16/bf16 row that `row_block_rows` gives two rows per block.
+pub const ROW_TWO_ROWS_MAX: i64 = 4096;
+
 /// The configuration an ordinary call uses. `dims` are the op's symbolic dims (M, N, H, D, ...).
 pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
     let dim = |n: &str| dims.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
@@ -76,7 +93,8 @@ pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
                 Some(_) => ROW_CHUNK,
                 None => ROW_CHUNK,
             };
-            vec![("BR", 1), ("BN", bn), ("OCC", row_occupancy(bn))]
+            let br = row_block_rows(dtype, dim("M"), dim("N"));
+            vec![("BR", br), ("BN", bn), ("OCC", row_occupancy(br * bn))]
         }
         "silu_and_mul" => {
             let bh = dim("H").map_or(1024, |h| next_pow2(h).min(1024));
@@ -127,6 +145,9 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
                     }
                 }
             }
+            // Two compute warpgroups for the widest one-pass row (half the instructions per thread, 80
+            // registers at OCC 2 for softmax, no spills: bench/GAPS.md, cutile_rs softmax).
+            out.push(vec![("BR", 1), ("BN", ROW_ONE_PASS_MAX), ("OCC", 2), ("W", 8)]);
         }
         "silu_and_mul" => {
             for bh in [256, 512, 1024, 2048] {

@@ -154,8 +154,17 @@ fn default_tables_cover_every_op_and_are_in_their_space() {
     assert_eq!(config::get(&cfg, "BN"), 8);
     let cfg = config::default_config("softmax", DType::BF16, &[("M", 4096), ("N", 16384)]);
     assert_eq!((config::get(&cfg, "BN"), config::get(&cfg, "OCC")), (16384, 2));
-    let cfg = config::default_config("rms_norm", DType::BF16, &[("M", 16384), ("N", 4096)]);
-    assert_eq!((config::get(&cfg, "BR"), config::get(&cfg, "BN"), config::get(&cfg, "OCC")), (1, 4096, 4));
+    // Two 16-bit rows per block up to N 4096 (config::row_block_rows); fp32, wider rows and M = 1: one.
+    let row = |op: &str, dtype: DType, m: i64, n: i64| {
+        let cfg = config::default_config(op, dtype, &[("M", m), ("N", n)]);
+        (config::get(&cfg, "BR"), config::get(&cfg, "BN"), config::get(&cfg, "OCC"))
+    };
+    assert_eq!(row("rms_norm", DType::BF16, 16384, 4096), (2, 4096, 4));
+    assert_eq!(row("softmax", DType::F16, 17, 100), (2, 128, 4));
+    assert_eq!(row("layer_norm", DType::F32, 16384, 4096), (1, 4096, 4));
+    assert_eq!(row("rms_norm", DType::BF16, 4096, 4097), (1, 8192, 4));
+    assert_eq!(row("softmax", DType::BF16, 1, 4096), (1, 4096, 4));
+    assert_eq!(row("add_rms_norm", DType::BF16, 4, 40000), (1, 4096, 4), "chunked rows keep one row per block");
     let cfg = config::default_config("layer_norm", DType::F32, &[("M", 2), ("N", 40000)]);
     assert_eq!(config::get(&cfg, "BN") as i64, config::ROW_CHUNK, "rows wider than one tile are chunked");
     // mma kernels: 128x256x64 with 8 worker warps for 16-bit types.
@@ -180,12 +189,23 @@ fn hints_become_compile_options() {
 
 #[test]
 fn specs_views_match_launch_shapes() {
-    // rope: one kernel over the (B*H, 2S, D/2) reshape of q/out and (2S, D/2) of cos/sin.
+    // rope: one kernel. D/2 a power of two: the halves are column tiles of (B*H, S, D) and (S, D), unchecked
+    // when BS (16) divides S; otherwise the (B*H, 2S, D/2) reshape of q/out and (2S, D/2) of cos/sin.
     let cfg = config::default_config("rope", DType::BF16, &[]);
-    let specs = ops::specs("rope", DType::BF16, &cfg, &[4, 32, 4096, 128]).unwrap();
-    assert_eq!(specs.len(), 1, "rope is one launch");
-    let shapes: Vec<(&str, Vec<i32>)> = specs[0].args.iter().map(|a| (a.name, a.shape.clone())).collect();
-    assert_eq!(shapes, vec![("out", vec![128, 8192, 64]), ("q", vec![128, 8192, 64]), ("c", vec![8192, 64]), ("s", vec![8192, 64])]);
+    let views = |dims: &[i32]| {
+        let specs = ops::specs("rope", DType::BF16, &cfg, dims).unwrap();
+        assert_eq!(specs.len(), 1, "rope is one launch");
+        (specs[0].function, specs[0].args.iter().map(|a| (a.name, a.shape.clone())).collect::<Vec<_>>())
+    };
+    assert_eq!(views(&[4, 32, 4096, 128]), ("rope_halves_exact", vec![("out", vec![128, 4096, 128]), ("q", vec![128, 4096, 128]), ("c", vec![4096, 128]), ("s", vec![4096, 128])]));
+    assert_eq!(views(&[2, 3, 17, 2]), ("rope_halves", vec![("out", vec![6, 17, 2]), ("q", vec![6, 17, 2]), ("c", vec![17, 2]), ("s", vec![17, 2])]));
+    assert_eq!(views(&[1, 2, 17, 96]), ("rope", vec![("out", vec![2, 34, 48]), ("q", vec![2, 34, 48]), ("c", vec![34, 48]), ("s", vec![34, 48])]));
+    // silu_and_mul: the unchecked-load kernel exactly when the tiles cover (M, H).
+    let silu = |m: i32, h: i32| {
+        let cfg = config::default_config("silu_and_mul", DType::BF16, &[("M", m as i64), ("H", h as i64)]);
+        ops::specs("silu_and_mul", DType::BF16, &cfg, &[m, h]).unwrap()[0].function
+    };
+    assert_eq!((silu(4096, 14336), silu(3, 129), silu(4096, 14336 + 64), silu(5, 512)), ("silu_and_mul_exact", "silu_and_mul", "silu_and_mul", "silu_and_mul_exact"));
     // Row ops pick the one-pass kernel exactly when the row fits in the tile.
     let one = config::default_config("softmax", DType::F16, &[("N", 16384)]);
     assert_eq!(ops::specs("softmax", DType::F16, &one, &[4096, 16384]).unwrap()[0].function, "softmax_row");
@@ -323,7 +343,7 @@ fn silu_and_mul_and_rope_fold_past_65535_tiles_on_grid_y() {
     let r = req("rope", DType::BF16, vec![t("q", 256, &[4, 32, 4096, 128]), t("cos", 1 << 36, &[4096, 128]),
                                           t("sin", 1 << 38, &[4096, 128]), t("out", 1 << 40, &[4, 32, 4096, 128])]);
     let plan = ops::plan(&r).unwrap();
-    assert_eq!(ops::specs("rope", DType::BF16, &plan.cfg, &plan.dims).unwrap()[0].function, "rope");
+    assert_eq!(ops::specs("rope", DType::BF16, &plan.cfg, &plan.dims).unwrap()[0].function, "rope_halves_exact");
 }
 
 /// Grouped-query attention: k/v (B, Hkv, Sk, D) with Hkv | H, the plan's dims (B, H, S, D, Hkv, Sk); a Hkv

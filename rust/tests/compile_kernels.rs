@@ -151,6 +151,36 @@ fn folded_grids_compile_for_sm90() {
     }
 }
 
+/// Kernels the representative dims above do not pick: rope's and silu_and_mul's unchecked-load kernels (tiles
+/// covering the shape exactly; rope at the smallest head dim too) and the row ops' two-rows-per-block default
+/// (16-bit rows of N <= 4096), in every dtype the op takes.
+#[test]
+fn exact_and_two_row_variants_compile_for_sm90() {
+    for (op, dims, function) in [
+        ("rope", vec![("B", 1), ("H", 2), ("S", 32), ("D", 64)], "rope_halves_exact"),
+        ("rope", vec![("B", 2), ("H", 1), ("S", 16), ("D", 2)], "rope_halves_exact"),
+        ("rope", vec![("B", 1), ("H", 2), ("S", 17), ("D", 6)], "rope"),
+        ("silu_and_mul", vec![("M", 3), ("H", 512)], "silu_and_mul_exact"),
+        ("softmax", vec![("M", 17), ("N", 100)], "softmax_row"),
+        ("rms_norm", vec![("M", 17), ("N", 4096)], "rms_norm_row"),
+        ("layer_norm", vec![("M", 17), ("N", 1000)], "layer_norm_row"),
+        ("add_rms_norm", vec![("M", 17), ("N", 7)], "add_rms_norm_row"),
+    ] {
+        with_stack(move || {
+            for dtype in dtypes_for(op) {
+                let cfg = config::default_config(op, dtype, &dims);
+                let d: Vec<i32> = dims.iter().map(|(_, v)| *v as i32).collect();
+                for spec in ops::specs(op, dtype, &cfg, &d).unwrap() {
+                    assert_eq!(spec.function, function, "{op} {dims:?} {cfg:?}");
+                    let tag = format!("{op}_{}_{}_variant", dtype.name(), spec.function);
+                    let bc = bytecode(&spec, dtype, ARCH).unwrap_or_else(|e| panic!("{tag} {cfg:?}: {e}"));
+                    assemble(&bc, ARCH, &tag).unwrap_or_else(|e| panic!("{tag} {cfg:?}: {e}"));
+                }
+            }
+        });
+    }
+}
+
 /// The assembly step really checks its input: garbage is refused with tileiras' message.
 #[test]
 fn tileiras_rejects_garbage() {

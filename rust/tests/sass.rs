@@ -125,19 +125,95 @@ fn hints_reach_the_cubin() {
     }
 }
 
-/// rope is one kernel that loads q once: exactly one q tile load and one store per CTA.
+/// SASS lines of `pat` (an opcode substring).
+fn count(sass: &str, pat: &str) -> usize {
+    sass.lines().filter(|l| l.contains(pat)).count()
+}
+
+/// Whether every global load of the listing (`LDG.E`) sits in one straight run: no branch, branch
+/// region or barrier between the first and the last, i.e. they can all be in flight at once.
+fn loads_back_to_back(sass: &str) -> bool {
+    let lines: Vec<&str> = sass.lines().filter(|l| l.contains("/*") && l.contains(';')).collect();
+    let loads: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| l.contains("LDG.E")).map(|(i, _)| i).collect();
+    match (loads.first(), loads.last()) {
+        (Some(&a), Some(&b)) => !lines[a..=b].iter().any(|l| l.contains("BRA") || l.contains("BSSY") || l.contains("BAR.") || l.contains("EXIT")),
+        _ => false,
+    }
+}
+
+/// rope loads q once, its halves as separate tiles (`rope_halves`): no shared-memory staging and no
+/// block barrier (the one-tile layout's `extract`/`cat` cost 17408 B of shared memory and two BAR.SYNC,
+/// docs/upstream/cutile-extract-cat-shared-memory.md). With BS dividing S (the bench shape) the six
+/// 128-bit loads (q1, q2, two halves each of cos and sin) carry no bounds checks and go out back to back;
+/// a ragged S keeps the checked loads (one branch region each) and still no staging.
 #[test]
-fn rope_is_one_kernel_reading_q_once() {
+fn rope_loads_halves_without_staging() {
     need_cuobjdump();
-    let cs = cubins("rope", DType::BF16, vec![4, 32, 4096, 128], vec![]);
-    assert_eq!(cs.len(), 1);
-    let sass = sass_of(&cs[0].0, &cs[0].1);
-    let a = access(&sass);
-    let tma_stores = sass.lines().filter(|l| l.contains("UTMASTG")).count();
-    let stores = sass.lines().filter(|l| l.contains("STG.E")).count();
-    eprintln!("{}: {a:?}, {tma_stores} UTMASTG, {stores} STG", cs[0].0);
-    assert_eq!(a.scalar16_loads, 0, "{}: {a:?}", cs[0].0);
-    assert!(a.tma_loads + a.wide_loads > 0, "{}: {a:?}", cs[0].0);
+    for (dims, function, exact) in [(vec![4, 32, 4096, 128], "rope_halves_exact", true), (vec![2, 3, 17, 128], "rope_halves", false)] {
+        let cs = cubins("rope", DType::BF16, dims.clone(), vec![]);
+        assert_eq!(cs.len(), 1, "rope is one launch");
+        let (tag, cubin) = &cs[0];
+        assert!(tag.contains(function), "{dims:?}: {tag} is not {function}");
+        let sass = sass_of(tag, cubin);
+        let r = res(tag, cubin);
+        let (ldg, stg, bssy, bar) = (count(&sass, "LDG.E.128"), count(&sass, "STG.E.128"), count(&sass, "BSSY"), count(&sass, "BAR.SYNC"));
+        eprintln!("{tag}: {r:?}, {ldg} LDG.E.128, {stg} STG.E.128, {bssy} BSSY, {bar} BAR.SYNC");
+        assert_eq!((r.shared, bar, r.local), (0, 0, 0), "{tag}: shared-memory staging, barriers or spills: {r:?}, {bar} BAR.SYNC");
+        assert_eq!((ldg, stg, count(&sass, "LDG.E.U16")), (6, 2, 0), "{tag}: q1, q2, cos and sin halves in 128-bit loads, two 128-bit stores");
+        if exact {
+            assert_eq!(bssy, 0, "{tag}: bounds-check branch regions left");
+            assert!(loads_back_to_back(&sass), "{tag}: the loads are not issued back to back");
+        } else {
+            assert!(bssy > 0 && !loads_back_to_back(&sass), "{tag}: a ragged S should keep its bounds checks");
+        }
+    }
+    // A head dim whose half is not a power of two keeps the one-tile layout (and its staging).
+    let cs = cubins("rope", DType::BF16, vec![1, 2, 17, 96], vec![]);
+    assert!(cs[0].0.contains("rope_bf16_rope_0"), "{}", cs[0].0);
+}
+
+/// silu_and_mul on an exact tile grid (the bench's 4096 x 14336) states its loads in bounds: no branch
+/// region, both 128-bit loads back to back. A ragged H keeps the checked kernel, whose two loads each sit
+/// in their own branch region (2 BSSY): the pattern that held it at 81% of copy (bench/GAPS.md).
+#[test]
+fn silu_and_mul_exact_loads_back_to_back() {
+    need_cuobjdump();
+    for (dims, function, exact) in [(vec![4096, 14336], "silu_and_mul_exact", true), (vec![4096, 14336 + 64], "silu_and_mul_0", false)] {
+        let cs = cubins("silu_and_mul", DType::BF16, dims.clone(), vec![]);
+        let (tag, cubin) = &cs[0];
+        assert!(tag.contains(function), "{dims:?}: {tag} is not {function}");
+        let sass = sass_of(tag, cubin);
+        let (ldg, bssy) = (count(&sass, "LDG.E.128"), count(&sass, "BSSY"));
+        eprintln!("{tag}: {:?}, {ldg} LDG.E.128, {bssy} BSSY", res(tag, cubin));
+        assert_eq!(ldg, 2, "{tag}: gate and up in one 128-bit load each");
+        if exact {
+            assert_eq!(bssy, 0, "{tag}: bounds-check branch regions left");
+            assert!(loads_back_to_back(&sass), "{tag}: the loads are not issued back to back");
+        } else {
+            assert_eq!(bssy, 2, "{tag}: the checked kernel should keep one branch region per load");
+            assert!(!loads_back_to_back(&sass), "{tag}");
+        }
+    }
+}
+
+/// The row ops' fp16/bf16 default at N <= 4096 is two rows per block (config::row_block_rows): the same
+/// 256 threads and 64 registers as one row, no spills, 4 CTAs per SM by registers and by shared memory,
+/// so 8 rows per SM instead of 4.
+#[test]
+fn two_rows_per_block_at_n4096() {
+    need_cuobjdump();
+    for op in ["softmax", "rms_norm", "layer_norm", "add_rms_norm"] {
+        for dtype in [DType::BF16, DType::F16] {
+            for n in [8, 1024, 4096] {
+                for (tag, cubin) in cubins(op, dtype, vec![16384, n], vec![]) {
+                    assert!(tag.contains("(\"BR\", 2)"), "{tag}: not two rows per block");
+                    let r = res(&tag, &cubin);
+                    assert_eq!((r.threads, r.local), (256, 0), "{tag}: {r:?}");
+                    assert!(r.reg * r.threads * 4 <= 65536 && r.shared * 4 <= 227 * 1024, "{tag}: {r:?} does not fit 4 CTAs/SM");
+                }
+            }
+        }
+    }
 }
 
 /// The bench configurations' resources (prints a markdown table; `--ignored --nocapture`).
@@ -173,6 +249,13 @@ fn resource_table() {
         ("attention", DType::BF16, vec![4, 32, 4096, 64, 0], vec![("BM", 128), ("BN", 128), ("OCC", 1)]),
         ("attention", DType::BF16, vec![4, 32, 4096, 64, 0], vec![("BM", 64), ("BN", 64), ("OCC", 2)]),
         ("rope", DType::BF16, vec![4, 32, 4096, 128], vec![("OCC", 4)]),
+        ("rope", DType::BF16, vec![4, 32, 4095, 128], vec![]),
+        ("rope", DType::BF16, vec![4, 32, 4096, 96], vec![]),
+        ("silu_and_mul", DType::BF16, vec![4096, 14336 + 64], vec![]),
+        ("rms_norm", DType::BF16, vec![16384, 4096], vec![("BR", 1)]),
+        ("layer_norm", DType::BF16, vec![16384, 4096], vec![("BR", 1)]),
+        ("softmax", DType::BF16, vec![32768, 4096], vec![("BR", 1)]),
+        ("softmax", DType::BF16, vec![4096, 16384], vec![("W", 8)]),
         ("rope", DType::BF16, vec![4, 32, 4096, 128], vec![("BS", 8), ("OCC", 8)]),
     ];
     let mut all: Vec<_> = cases.drain(..).map(|(o, d, x)| (o, d, x, vec![])).collect();

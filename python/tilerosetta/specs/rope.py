@@ -24,7 +24,7 @@ class Rope(OpSpec):
     dim_choices = {"D": (2, 8, 32, 64, 128)}
     cases = tuple(Case({"B": b, "H": h, "S": s, "D": d}) for b, h, s, d in
                   ((1, 1, 1, 2), (1, 1, 7, 64), (2, 3, 17, 128), (1, 4, 129, 64), (3, 2, 31, 32),
-                   (1, 1, 1000, 128)))
+                   (1, 1, 1000, 128), (2, 4, 64, 128)))  # the last: whole position tiles (exact-tile kernels)
     bench_cases = (Case({"B": 4, "H": 32, "S": 4096, "D": 128}),)
     scaling = (Scaling(("S",), (128, 512, 2048, 8192, 32768), {"B": 1, "H": 32, "D": 128}),)  # bench --scaling
 

@@ -4,7 +4,9 @@
 //!
 //! out's tile grid is (ceil(M/BR), ceil(H/BH)); past 65535 H tiles (grid y's cap) the launch folds it
 //! into grid x (`ops::folds`, issue 16): `silu_and_mul_folded` walks a mapped partition of out, one
-//! block per tile. Below that the plain 2-D kernel runs (the benchmarked one).
+//! block per tile. Below that the plain 2-D kernel runs: `silu_and_mul_exact` when the tiles cover (M, H)
+//! exactly (the benchmarked shapes), else `silu_and_mul`, whose bounds-checked loads each sit in their own
+//! branch region (BSSY) and go out one after the other.
 
 use crate::args::{DType, Request};
 use crate::config::{self, Config};
@@ -15,6 +17,17 @@ use cutile::prelude::*;
 pub mod kernel {
     use cutile::core::*;
 
+    /// silu(g) * u in fp32 for one tile: the body of every entry (inlined by the cuTile compiler).
+    fn silu_times<T: ElementType, const BR: i32, const BH: i32>(gt: Tile<T, { [BR, BH] }>, ut: Tile<T, { [BR, BH] }>) -> Tile<T, { [BR, BH] }> {
+        let g: Tile<f32, { [BR, BH] }> = convert_tile(gt);
+        let u: Tile<f32, { [BR, BH] }> = convert_tile(ut);
+        let one: Tile<f32, { [BR, BH] }> = constant(1.0f32, shape![BR, BH]);
+        let silu: Tile<f32, { [BR, BH] }> = true_div(g, one + exp(negf(g)));
+        let y: Tile<T, { [BR, BH] }> = convert_tile(silu * u);
+        y
+    }
+
+    /// Any (M, H): tiles crossing an edge load zero padding and store clipped.
     #[cutile::entry()]
     pub fn silu_and_mul<T: ElementType, const BR: i32, const BH: i32>(
         out: &mut Tensor<T, { [BR, BH] }>,
@@ -24,12 +37,34 @@ pub mod kernel {
         let pid: (i32, i32, i32) = get_tile_block_id();
         let gt: Tile<T, { [BR, BH] }> = gate.load_tile(shape![BR, BH], [pid.0, pid.1]);
         let ut: Tile<T, { [BR, BH] }> = up.load_tile(shape![BR, BH], [pid.0, pid.1]);
-        let g: Tile<f32, { [BR, BH] }> = convert_tile(gt);
-        let u: Tile<f32, { [BR, BH] }> = convert_tile(ut);
-        let one: Tile<f32, { [BR, BH] }> = constant(1.0f32, shape![BR, BH]);
-        let silu: Tile<f32, { [BR, BH] }> = true_div(g, one + exp(negf(g)));
-        let y: Tile<T, { [BR, BH] }> = convert_tile(silu * u);
-        out.store(y);
+        out.store(silu_times::<T, BR, BH>(gt, ut));
+    }
+
+    /// `silu_and_mul` when BR divides M and BH divides H (the launch picks it only then): every tile is
+    /// whole and the loads say so (unpadded views, Tile IR `inbounds`, as cuTile Python's
+    /// `check_bounds=False`), so tileiras gives them no bounds-check branch regions and issues the two
+    /// loads back to back. (Both are needed: `inbounds` on a zero-padded view fails in tileiras 13.4.)
+    #[cutile::entry()]
+    pub fn silu_and_mul_exact<T: ElementType, const BR: i32, const BH: i32>(
+        out: &mut Tensor<T, { [BR, BH] }>,
+        gate: &Tensor<T, { [-1, -1] }>,
+        up: &Tensor<T, { [-1, -1] }>,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        // SAFETY: views of the inputs as they are at entry (their tokens); nothing writes them.
+        let part_g: Partition<T, { [BR, BH] }> =
+            unsafe { make_partition_view(gate, shape![BR, BH], padding::None, dim_map::Identity, gate.token()) };
+        let part_u: Partition<T, { [BR, BH] }> =
+            unsafe { make_partition_view(up, shape![BR, BH], padding::None, dim_map::Identity, up.token()) };
+        // SAFETY: the grid is out's tile grid, which the exact shape makes gate's and up's as well, so
+        // tile (pid.0, pid.1) lies wholly inside both views; nothing writes them.
+        let (gt, _gdone): (Tile<T, { [BR, BH] }>, Token) = unsafe {
+            load_view_raw(&part_g, [pid.0, pid.1], None, ordering::Weak, scope::TileBlock, tma::Enabled, None, [true, true], shape![BR, BH])
+        };
+        let (ut, _udone): (Tile<T, { [BR, BH] }>, Token) = unsafe {
+            load_view_raw(&part_u, [pid.0, pid.1], None, ordering::Weak, scope::TileBlock, tma::Enabled, None, [true, true], shape![BR, BH])
+        };
+        out.store(silu_times::<T, BR, BH>(gt, ut));
     }
 
     /// The same tile on a 1-D grid: out tile (i, j) comes from the mapped index.
@@ -45,12 +80,7 @@ pub mod kernel {
             let (i, j) = index.components();
             let gt: Tile<T, { [BR, BH] }> = part_g.load([i, j]);
             let ut: Tile<T, { [BR, BH] }> = part_u.load([i, j]);
-            let g: Tile<f32, { [BR, BH] }> = convert_tile(gt);
-            let u: Tile<f32, { [BR, BH] }> = convert_tile(ut);
-            let one: Tile<f32, { [BR, BH] }> = constant(1.0f32, shape![BR, BH]);
-            let silu: Tile<f32, { [BR, BH] }> = true_div(g, one + exp(negf(g)));
-            let y: Tile<T, { [BR, BH] }> = convert_tile(silu * u);
-            out.store(y, index);
+            out.store(silu_times::<T, BR, BH>(gt, ut), index);
         }
     }
 }
@@ -61,6 +91,11 @@ pub const DIMS: &[&str] = &["M", "H"];
 /// out's tile grid (x, y): ceil(M / BR), ceil(H / BH).
 pub fn tile_grid(dims: &[i32], cfg: &Config) -> Vec<i64> {
     vec![ops::tiles(dims[0], config::get(cfg, "BR")), ops::tiles(dims[1], config::get(cfg, "BH"))]
+}
+
+/// Whether the tiles cover (M, H) exactly (no tile crosses an edge): the unchecked-load kernel's condition.
+pub fn exact(dims: &[i32], cfg: &Config) -> bool {
+    dims[0] % config::get(cfg, "BR") == 0 && dims[1] % config::get(cfg, "BH") == 0
 }
 
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
@@ -74,7 +109,13 @@ pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: if folded { "silu_and_mul_folded" } else { "silu_and_mul" },
+        function: if folded {
+            "silu_and_mul_folded"
+        } else if exact(dims, cfg) {
+            "silu_and_mul_exact"
+        } else {
+            "silu_and_mul"
+        },
         generics,
         // gate and up are the two halves of x (row stride 2H); up starts H elements in.
         args: vec![
@@ -95,6 +136,9 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
     let queued = if spec.function == "silu_and_mul_folded" {
         let blocks = ops::folded_blocks(&tile_grid(&plan.dims, &plan.cfg));
         let op = kernel::silu_and_mul_folded(tiles.map(LINEAR_MAP_2D, blocks), &gate, &up).generics(spec.generics).compile_options(spec.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else if spec.function == "silu_and_mul_exact" {
+        let op = kernel::silu_and_mul_exact(tiles, &gate, &up).generics(spec.generics).compile_options(spec.options);
         unsafe { op.async_on(&rt.stream) }.map(|_| ())
     } else {
         let op = kernel::silu_and_mul(tiles, &gate, &up).generics(spec.generics).compile_options(spec.options);
