@@ -69,6 +69,13 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "attention": {"D64": {"BM": 128, "BN": 128, "OCC": 0, "WARPS": 8},
                   "D128": {"BM": 128, "BN": 128, "OCC": 0, "WARPS": 8}},
 }
+# softmax's flags (kernels/cutile/softmax.py): EXACT=1 drops bounds checks on whole tiles (LOAD_TMA=0 then keeps
+# x on LDG), STORE_TMA=0 stores with STG instead of shared memory + TMA. The defaults compile to the kernels
+# from before the flags existed.
+_SOFTMAX_FLAGS = {"EXACT": 0, "LOAD_TMA": 1, "STORE_TMA": 1}
+_SOFTMAX_FLAG_SWEEP = ((1, 1, 1), (1, 0, 1), (0, 1, 0), (1, 1, 0), (1, 0, 0))  # (EXACT, LOAD_TMA, STORE_TMA)
+for _row in DEFAULTS["softmax"].values():
+    _row.update(_SOFTMAX_FLAGS)
 
 # Allowed values per knob (check_config refuses others): pow2 tile sizes, hint knobs also 0 = auto.
 _ROW_SPACE = {"MAX_SINGLE": (4096, 8192, 16384, 32768), "LOOP_TN": (512, 1024, 2048, 4096),
@@ -85,7 +92,9 @@ SPACES: dict[str, dict[str, tuple]] = {
             "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
     "attention": {"BM": (64, 128, 256), "BN": (32, 64, 128), "OCC": (0, 1, 2), "WARPS": (0, 4, 8)},
 }
+SPACES["softmax"].update({k: (0, 1) for k in _SOFTMAX_FLAGS})
 HINT_KEYS = ("OCC", "WARPS", "CTAS")  # 0 allowed (compiler's choice)
+FLAG_KEYS = tuple(_SOFTMAX_FLAGS)  # 0 or 1
 
 
 def _row_sweep(base):
@@ -139,6 +148,8 @@ def default_config(op: str, dtype_name: str, dims: dict[str, int] | None = None)
 def config_space(op: str, dtype_name: str) -> list[dict[str, Any]]:
     """What `tilerosetta sweep` tries: a curated list where the full product would be too big."""
     base = default_config(op, dtype_name)
+    if op == "softmax":  # the row sweep at the default flags, then the default tiles under each other setting
+        return _row_sweep(base) + [{**base, **dict(zip(_SOFTMAX_FLAGS, f))} for f in _SOFTMAX_FLAG_SWEEP]
     if op in ROW_OPS:
         return _row_sweep(base)
     if op in ("matmul", "bmm"):
@@ -161,6 +172,10 @@ def check_config(op: str, config: dict[str, Any]) -> None:
     for k, v in config.items():
         if k in HINT_KEYS and v == 0 and not isinstance(v, bool):
             continue  # the compiler's choice
+        if k in FLAG_KEYS:
+            if v not in (0, 1) or isinstance(v, bool):
+                raise ValueError(f"cutile_py.{op}: config {k}={v!r} must be 0 or 1")
+            continue
         if not isinstance(v, int) or isinstance(v, bool) or v < 1 or v & (v - 1):
             raise ValueError(f"cutile_py.{op}: config {k}={v!r} must be a positive power of two"
                              + (" (or 0 = compiler's choice)" if k in HINT_KEYS else ""))
