@@ -37,8 +37,8 @@ def run(args) -> int:
         out = Path(args.targets)
         out = out if out.is_absolute() else REPO_ROOT / out
         from tilerosetta.bench.results import resolve_results_path
-        path = resolve_results_path(args.results)
-        out.write_text(report.targets_markdown(load(path), _repo_relative(path, REPO_ROOT)) + "\n")
+        runs = [resolve_results_path(p) for p in [args.results, *args.targets_with]]
+        out.write_text(report.targets_markdown([(load(p), _repo_relative(p, REPO_ROOT)) for p in runs]) + "\n")
         console.print(f"targets:  {out}", highlight=False)
     return 0
 
@@ -67,4 +67,7 @@ def register(sub):
     p.add_argument("--targets", nargs="?", const="bench/TARGETS.md", default="",
                    help="also write issue 15's per-case targets of every dtype in the run, with each gap's cause "
                         "from bench/gap_causes.toml, as one Markdown page (default bench/TARGETS.md)")
+    p.add_argument("--targets-with", action="append", default=[], metavar="RESULTS",
+                   help="another run of the same tree for --targets (e.g. the fp16 run beside a bf16 headline run); "
+                        "each dtype is judged from the first run that has it")
     p.set_defaults(func=run)
