@@ -68,6 +68,6 @@ def register(sub):
                    help="also write issue 15's per-case targets of every dtype in the run, with each gap's cause "
                         "from bench/gap_causes.toml, as one Markdown page (default bench/TARGETS.md)")
     p.add_argument("--targets-with", action="append", default=[], metavar="RESULTS",
-                   help="another run of the same tree for --targets (e.g. the fp16 run beside a bf16 headline run); "
+                   help="another run for --targets (e.g. an fp16 run beside the bf16 headline run); "
                         "each dtype is judged from the first run that has it")
     p.set_defaults(func=run)
