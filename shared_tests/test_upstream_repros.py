@@ -21,8 +21,9 @@ from tilerosetta import toolchain
 ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "repro"
 REPORTS = ROOT / "docs" / "upstream"
+# the reproducers themselves; not their drivers (harness.py, compile.py, the GPU runners *_gpu.py)
 KERNEL_FILES = sorted(p for p in REPRO.rglob("*") if p.suffix in (".cu", ".py") and p.parent != REPRO
-                      and p.name not in ("harness.py", "compile.py"))
+                      and p.name not in ("harness.py", "compile.py") and not p.name.endswith("_gpu.py"))
 
 
 def _skip_reason(need_cutile: bool) -> str | None:
@@ -118,3 +119,11 @@ def test_tile_cpp_occupancy_hint_is_dropped_with_a_multi_chunk_path(tmp_path):
     one, both = rows["FALLBACK=0 IRANGE=0"], rows["FALLBACK=1 IRANGE=0"]
     assert (one["threads"], one["MAXREG"]) == ("256", "64"), one  # occupancy = 4 honoured
     assert (both["threads"], both["MAXREG"]) == ("384", "168") and int(both["SHARED"]) > 200_000, both
+
+
+def test_tile_cpp_loads_through_a_lambda_leave_tma_and_spill(tmp_path):
+    rows = _run(["repro/tile_cpp/compile.py", "repro/tile_cpp/lambda_loads.cu", "LAMBDA=0,1"], False, tmp_path)
+    inline, lam = rows["LAMBDA=0"], rows["LAMBDA=1"]
+    assert (inline["threads"], inline.get("STL"), inline.get("LDG"), inline["UTMALDG"]) == ("256", None, None, "3"), inline
+    assert lam["threads"] == "512" and int(lam["STL"]) > 0 and int(lam["LDG"]) > 0, lam
+    assert int(lam["UTMALDG"]) < int(inline["UTMALDG"]), (inline, lam)
