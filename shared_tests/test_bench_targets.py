@@ -51,6 +51,7 @@ def test_gemm_against_torch_and_attention_against_the_best_of_fa4_and_sdpa_ties_
 
 # ---- causes (bench/gap_causes.toml) --------------------------------------------------------------------
 
+import os  # noqa: E402
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -146,3 +147,21 @@ def test_the_committed_targets_page_is_the_rendering_of_the_newest_run():
     runs = [(load(REPO_ROOT / s), s) for s in sources]
     assert page == report.targets_markdown(runs) + "\n", (
         f"bench/TARGETS.md is stale: `tilerosetta report {newest} --targets` (with the same --targets-with)")
+
+
+def test_report_targets_writes_the_page_and_refuses_a_missing_run(tmp_path):
+    import subprocess
+    import sys
+
+    newest = f"bench/results/{_newest_gpu_run().name}"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "python")}
+    page = tmp_path / "T.md"
+    res = subprocess.run([sys.executable, "-m", "tilerosetta", "report", newest, "--out", str(tmp_path / "r"),
+                          "--targets", str(page)], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    text = page.read_text()
+    assert f"`tilerosetta report {newest} --targets bench/TARGETS.md`" in text and "## Targets at bf16" in text
+    bad = subprocess.run([sys.executable, "-m", "tilerosetta", "report", newest, "--out", str(tmp_path / "r"),
+                          "--targets", str(page), "--targets-with", str(tmp_path / "none.jsonl")],
+                         cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "none.jsonl not found" in bad.stdout + bad.stderr, bad.stdout + bad.stderr

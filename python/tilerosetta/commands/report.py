@@ -37,8 +37,12 @@ def run(args) -> int:
         out = Path(args.targets)
         out = out if out.is_absolute() else REPO_ROOT / out
         from tilerosetta.bench.results import resolve_results_path
-        runs = [resolve_results_path(p) for p in [args.results, *args.targets_with]]
-        out.write_text(report.targets_markdown([(load(p), _repo_relative(p, REPO_ROOT)) for p in runs]) + "\n")
+        try:
+            runs = [resolve_results_path(p) for p in [args.results, *args.targets_with]]
+            out.write_text(report.targets_markdown([(load(p), _repo_relative(p, REPO_ROOT)) for p in runs]) + "\n")
+        except (OSError, ValueError) as exc:  # a missing run, or a bad entry of bench/gap_causes.toml
+            console.print(f"[red]tilerosetta report --targets:[/] {exc}", highlight=False)
+            return 2
         console.print(f"targets:  {out}", highlight=False)
     return 0
 
