@@ -162,11 +162,11 @@ def test_check_config_refuses_bad_values():
 def test_row_plan_switches_to_the_loop_past_max_single():
     knobs = {"MAX_SINGLE": 8192, "LOOP_TN": 1024, "ROW_ELEMS": 4096, "SM_ELEMS": 32768, "WARPS": 8}
     p = cfg.plan_rows(257, 4099, knobs)
-    assert p == {"single": True, "BM": 1, "BN": 8192, "grid": (257, 1, 1), "OCC": 4, "WARPS": 8}
+    assert p == {"single": True, "exact": False, "BM": 1, "BN": 8192, "grid": (257, 1, 1), "OCC": 4, "WARPS": 8}
     p = cfg.plan_rows(3, 7, knobs)  # short rows: several rows per block, but not more than M rounded up
-    assert p["single"] and p["BN"] == 8 and p["BM"] == 4 and p["grid"] == (1, 1, 1)
+    assert p["single"] and not p["exact"] and p["BN"] == 8 and p["BM"] == 4 and p["grid"] == (1, 1, 1)
     p = cfg.plan_rows(5, 8193, knobs)
-    assert p == {"single": False, "BM": 1, "BN": 1024, "grid": (5, 1, 1), "OCC": 4, "WARPS": 8}
+    assert p == {"single": False, "exact": False, "BM": 1, "BN": 1024, "grid": (5, 1, 1), "OCC": 4, "WARPS": 8}
 
 
 def test_row_plan_occupancy_keeps_sm_elems_in_flight():
@@ -175,7 +175,7 @@ def test_row_plan_occupancy_keeps_sm_elems_in_flight():
     assert knobs["MAX_SINGLE"] >= 16384  # 4096x16384 is one read of x, not the two-pass loop
     for m, n, bm, occ in ((32768, 4096, 2, 4), (16384, 4096, 2, 4), (4096, 8192, 1, 4), (4096, 16384, 1, 2)):
         p = cfg.plan_rows(m, n, knobs)
-        assert p["single"] and (p["BM"], p["OCC"]) == (bm, occ), (m, n, p)
+        assert p["single"] and p["exact"] and (p["BM"], p["OCC"]) == (bm, occ), (m, n, p)
         assert p["grid"][0] * p["BM"] >= m
     assert cfg.row_occupancy(1 << 20, knobs) == 1 and cfg.row_occupancy(8, knobs) == 4
 

@@ -11,9 +11,8 @@ comes by TMA with x and residual up to WB_TMA_MAX_N wide rows, as in rms_norm.py
 
 import cuda.tile as ct
 
-from tilerosetta.kernels.cutile.config import Launch, plan_rows
+from tilerosetta.kernels.cutile.config import WB_TMA_MAX_N, Launch, plan_rows
 from tilerosetta.kernels.cutile.hints import hinted
-from tilerosetta.kernels.cutile.rms_norm import WB_TMA_MAX_N, exact_rows
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -69,7 +68,7 @@ def prepare(x, residual, weight, sum, out, cfg, eps):  # noqa: A002 (the spec's 
     p = plan_rows(m, n, cfg)
     hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
     args = (x, residual, weight, sum, out, float(eps))
-    if p["single"] and exact_rows(m, n, p):
+    if p["exact"]:
         return [Launch(hinted(add_rms_norm_exact_kernel, **hints), p["grid"],
                        (*args, p["BM"], p["BN"], p["BN"] <= WB_TMA_MAX_N))]
     if p["single"]:

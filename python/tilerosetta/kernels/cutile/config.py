@@ -213,16 +213,23 @@ def plan_transpose(m: int, n: int, cfg: dict[str, Any]) -> tuple[int, int, tuple
     return tm, tn, check_grid((cdiv(m, tm) * cdiv(n, tn), 1, 1))  # flat grid, unflattened in-kernel
 
 
+# Widest row whose weight (and layer_norm's bias) the norms' exact kernels stage by TMA: at 16384 (the
+# occupancy-2 plan) the extra shared memory drops layer_norm from 2 blocks/SM to 1 (sm_90, tileiras 13.4).
+WB_TMA_MAX_N = 8192
+
+
 def plan_rows(m: int, n: int, cfg: dict[str, Any]) -> dict[str, Any]:
-    """Row ops: single-tile (whole row in one tile, BM rows per block) or looped (LOOP_TN-wide tiles)."""
+    """Row ops: single-tile (whole row in one tile, BM rows per block) or looped (LOOP_TN-wide tiles).
+    exact: single-tile and every block whole (the row is exactly one tile, BM rows divide M), so the
+    kernels may load and store without bounds checks."""
     width = next_pow2(n)
     warps = cfg.get("WARPS", 4)
     if width <= cfg["MAX_SINGLE"]:
         bm = max(1, min(cfg["ROW_ELEMS"] // width, next_pow2(m)))
-        return {"single": True, "BM": bm, "BN": width, "grid": check_grid((cdiv(m, bm), 1, 1)),
-                "OCC": row_occupancy(bm * width, cfg), "WARPS": warps}
+        return {"single": True, "exact": width == n and m % bm == 0, "BM": bm, "BN": width,
+                "grid": check_grid((cdiv(m, bm), 1, 1)), "OCC": row_occupancy(bm * width, cfg), "WARPS": warps}
     bn = min(cfg["LOOP_TN"], width)
-    return {"single": False, "BM": 1, "BN": bn, "grid": check_grid((m, 1, 1)),
+    return {"single": False, "exact": False, "BM": 1, "BN": bn, "grid": check_grid((m, 1, 1)),
             "OCC": row_occupancy(bn, cfg), "WARPS": warps}
 
 

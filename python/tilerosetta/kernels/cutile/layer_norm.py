@@ -19,9 +19,8 @@ hits), and TMA would stage them through shared memory, which limits how many blo
 
 import cuda.tile as ct
 
-from tilerosetta.kernels.cutile.config import Launch, plan_rows
+from tilerosetta.kernels.cutile.config import WB_TMA_MAX_N, Launch, plan_rows
 from tilerosetta.kernels.cutile.hints import hinted
-from tilerosetta.kernels.cutile.rms_norm import WB_TMA_MAX_N, exact_rows
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -81,7 +80,7 @@ def prepare(x, w, b, out, cfg, eps):
     m, n = x.shape
     p = plan_rows(m, n, cfg)
     hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
-    if p["single"] and exact_rows(m, n, p):
+    if p["exact"]:
         return [Launch(hinted(layer_norm_exact_kernel, **hints), p["grid"],
                        (x, w, b, out, float(eps), p["BM"], p["BN"], p["BN"] <= WB_TMA_MAX_N))]
     if p["single"]:

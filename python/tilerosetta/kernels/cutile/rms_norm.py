@@ -16,18 +16,10 @@ load would stage it through shared memory, which limits how many blocks fit on a
 
 import cuda.tile as ct
 
-from tilerosetta.kernels.cutile.config import Launch, plan_rows
+from tilerosetta.kernels.cutile.config import WB_TMA_MAX_N, Launch, plan_rows
 from tilerosetta.kernels.cutile.hints import hinted
 
 ZERO = ct.PaddingMode.ZERO
-# Widest row whose weight (and layer_norm's bias) the exact kernels stage by TMA: at 16384 (the occupancy-2
-# plan) the extra shared memory drops layer_norm from 2 blocks/SM to 1 (sm_90 cubins, tileiras 13.4).
-WB_TMA_MAX_N = 8192
-
-
-def exact_rows(m: int, n: int, plan: dict) -> bool:
-    """Every single-tile block is whole: the row is exactly one tile and BM rows divide M."""
-    return plan["BN"] == n and m % plan["BM"] == 0
 
 
 @ct.kernel
@@ -68,7 +60,7 @@ def prepare(x, w, out, cfg, eps):
     m, n = x.shape
     p = plan_rows(m, n, cfg)
     hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
-    if p["single"] and exact_rows(m, n, p):
+    if p["exact"]:
         return [Launch(hinted(rms_norm_exact_kernel, **hints), p["grid"],
                        (x, w, out, float(eps), p["BM"], p["BN"], p["BN"] <= WB_TMA_MAX_N))]
     if p["single"]:

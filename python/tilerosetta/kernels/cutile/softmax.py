@@ -24,7 +24,6 @@ import cuda.tile as ct
 
 from tilerosetta.kernels.cutile.config import Launch, plan_rows
 from tilerosetta.kernels.cutile.hints import hinted
-from tilerosetta.kernels.cutile.rms_norm import exact_rows
 
 NEG_INF = ct.PaddingMode.NEG_INF
 # exp(x - m) as exp2((x - m) * log2e) with flush_to_zero: FADD, FMUL and a bare MUFU.EX2 per element
@@ -78,7 +77,7 @@ def prepare(x, out, cfg):
     hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
     store_tma = bool(cfg.get("STORE_TMA", 1))
     if p["single"]:
-        check = not (cfg.get("EXACT", 0) and exact_rows(m, n, p))
+        check = not (cfg.get("EXACT", 0) and p["exact"])
         load_tma = check or bool(cfg.get("LOAD_TMA", 1))  # read on exact tiles only: one compile otherwise
         args = (x, out, p["BM"], p["BN"], check, load_tma, store_tma)
         return [Launch(hinted(softmax_single_kernel, **hints), p["grid"], args)]
