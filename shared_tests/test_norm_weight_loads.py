@@ -84,30 +84,21 @@ def test_cutile_exact_kernel_loads_weights_by_tma_at_4_blocks(op):
 
 _TRITON_PROBE = r"""
 import json, sys
-import torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+import torch
 from tilerosetta import cubin as cubin_mod
-from tilerosetta.kernels.triton import config, layer_norm
-from tilerosetta.kernels.triton.aot_check import arg_type
+from tilerosetta.kernels.triton import config
+from tilerosetta.kernels.triton.aot_check import compile_one, variants
 
 out = []
 for m, n in json.loads(sys.argv[1]):
-    x, v = torch.empty(m, n, dtype=torch.bfloat16, device="meta"), torch.empty(n, dtype=torch.bfloat16, device="meta")
     cfg = config.default("layer_norm", torch.bfloat16, {"M": m, "N": n}, interpret=False)
-    (lx,) = layer_norm.prepare(x, v, v, x, cfg, 1e-5)
-    names = lx.kernel.arg_names
-    runtime = [a for a in names if a not in lx.constexprs]
-    sig = {a: arg_type(val) for a, val in zip(runtime, lx.args, strict=True)}
-    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a, ty in sig.items() if ty.startswith("*") or ty == "i32"}
-    src = ASTSource(lx.kernel, signature={a: sig.get(a, "constexpr") for a in names}, constexprs=lx.constexprs,
-                    attrs=attrs)
-    cubin = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(lx.options)).asm["cubin"]
+    ((kernel, sig, consts, warps, stages, extra),) = variants("layer_norm", torch.bfloat16, {"M": m, "N": n}, cfg)
+    cubin = compile_one(kernel, sig, consts, warps, stages, 90, True, extra).asm["cubin"]
     (k,) = cubin_mod.analyse(cubin)
-    k.threads = lx.options["num_warps"] * 32
+    k.threads = warps * 32
     sass = cubin_mod._run("-sass", cubin=cubin)
     seq = [mm.group(1) for mm in map(cubin_mod._SASS_INSTR.match, sass.splitlines()) if mm]
-    out.append({"m": m, "n": n, "options": lx.options, "regs": k.regs, "stl": k.spill_stores,
+    out.append({"m": m, "n": n, "options": extra, "regs": k.regs, "stl": k.spill_stores,
                 "blocks": k.occupancy("sm_90")[0], "seq": seq})
 print(json.dumps(out))
 """

@@ -544,7 +544,8 @@ def targets_section(res: Results, dtype: str = HEADLINE_DTYPE) -> Section:
 
 def targets_markdown(runs: list[tuple[Results, str]]) -> str:
     """The targets section of every dtype of each run (its results and repo-relative path; the first is the
-    headline run, e.g. bf16, later ones other dtypes of the same tree) as one Markdown page (bench/TARGETS.md)."""
+    headline run, e.g. bf16; a later one adds only the dtypes before it lack) as one Markdown page
+    (bench/TARGETS.md)."""
     sections, seen = [], set()
     for res, _ in runs:
         for d in ("bf16", "fp16", "fp32"):

@@ -92,6 +92,7 @@ def cases(op, dtype):
 
 
 def compile_one(kernel, sig, constexprs, num_warps, num_stages, arch, aligned, extra=None):
+    """The kernel compiled as the launch would (Triton's CompiledKernel: .asm["cubin"], .metadata.shared)."""
     names = kernel.arg_names
     signature = {n: sig.get(n, "constexpr") for n in names}
     # A real launch specialises on 16-divisibility: torch's pointers always are, and the integer sizes
@@ -107,7 +108,7 @@ def compile_one(kernel, sig, constexprs, num_warps, num_stages, arch, aligned, e
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
                               options={"num_warps": num_warps, "num_stages": num_stages, "launch_pdl": pdl,
                                        **(extra or {})})
-    return compiled.metadata.shared
+    return compiled
 
 
 def main(argv=None):
@@ -131,7 +132,7 @@ def main(argv=None):
                     label = (f"{op}/{dtype_name(dtype)}/{kernel.fn.__name__}{consts} warps={w} stages={s}"
                              f"{' 16-aligned sizes' if aligned else ''}")
                     try:
-                        smem = compile_one(kernel, sig, consts, w, s, args.arch, aligned, extra)
+                        smem = compile_one(kernel, sig, consts, w, s, args.arch, aligned, extra).metadata.shared
                     except Exception as exc:  # report every failure, not only the first
                         fail.append(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
                         continue
