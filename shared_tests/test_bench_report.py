@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from tilerosetta import cli
-from tilerosetta.bench import compare, report, results
+from tilerosetta.bench import compare, report, results, timing
 
 FIX = results.FIXTURE
 
@@ -156,3 +156,19 @@ def test_compare_in_a_pipe_lists_changes_before_one_file_cases(tmp_path, capsys)
     assert cli.main(["compare", str(FIX), str(new), "--all"]) == 0
     full = capsys.readouterr().out
     assert full.index("slower") < full.index(" gone ")
+
+
+def test_compare_warns_when_the_runs_flushed_the_l2_differently(tmp_path, capsys):
+    from tilerosetta.bench.runner import Settings
+
+    assert Settings().to_json()["flush_kind"] == timing.FLUSH_KIND == "read"
+
+    def edit(rec):
+        if rec.get("type") == "meta":
+            rec.setdefault("settings", {})["flush_kind"] = "read"
+    new = _edited(tmp_path, edit)
+    assert cli.main(["compare", str(FIX), str(new)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "flushed the L2 differently (old: zero, new: read)" in out
+    assert cli.main(["compare", str(new), str(new)]) == 0
+    assert "flushed the L2 differently" not in capsys.readouterr().out

@@ -76,3 +76,15 @@ def test_time_gpu_graph_and_fallback():
     # the abandoned capture left the default generator usable (it raised "Offset increment outside graph
     # capture" in every later test of the process before)
     assert torch.randn(8, device="cuda").isfinite().all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the flush runs on the device")
+def test_l2_flush_reads_its_buffer_and_writes_nothing_to_it():
+    # A zeroing flush leaves the L2 full of dirty lines the timed call pays to write back
+    # (tools/l2_flush_probe.py); the flush must only read its buffer.
+    f = timing.L2Flusher()
+    assert f.nbytes >= 2 * torch.cuda.get_device_properties(0).L2_cache_size
+    f.buffer[:4] = 7
+    f()
+    torch.cuda.synchronize()
+    assert f.kind == "read" and f.sink.item() == 28 and int(f.buffer[:4].sum()) == 28

@@ -51,6 +51,7 @@ class Settings:
     rep_ms: float = 100.0
     graph: bool = True
     flush: bool = True
+    flush_kind: str = timing.FLUSH_KIND  # how the L2 is flushed (timing.L2Flusher); runs before 2026-12-02: "zero"
     cpu: bool = False  # host timing of CPU tensors: bookkeeping runs / CI only, labelled not comparable
     quick: bool = False
     min_reps: int = 10  # fewest timed repetitions (bench --scaling uses fewer)

@@ -6,8 +6,13 @@ up, then every repetition is bracketed by CUDA events on torch's current stream:
 
     [flush L2] [event start] [graph replay | fn()] [event end]
 
-* The L2 is flushed before each repetition by zeroing a buffer twice the L2's size, so a small problem
-  is not timed out of cache (the flush itself lies outside the events).
+* The L2 is flushed before each repetition by reading a buffer twice the L2's size, so a small problem
+  is not timed out of cache (the flush itself lies outside the events). A read leaves clean lines: the
+  dirty ones (the timed call's own last outputs) are written back during the flush. Zeroing the buffer
+  (the flush up to 2026-12-01, and triton's do_bench) leaves ~60 MB of dirty lines whose write-back the
+  timed call then pays: on the H200, torch.mm at M=1 N=14336 K=4096 took 40.9 us after a zeroing flush and
+  34.0 us after a reading one, a 128 MiB copy 68.6 vs 64.8 us (tools/l2_flush_probe.py,
+  bench/results/flush/).
 * A batch of repetitions is queued behind a GPU spin (`torch.cuda._sleep`) so the host has enqueued
   the whole batch before the GPU reaches it: the events then measure GPU time only, never a gap where
   the GPU waited for a slow Python launch.
@@ -83,17 +88,24 @@ def rep_count(budget_ms: float, estimate_ms: float, lo: int, hi: int) -> int:
 
 
 # ---- GPU ------------------------------------------------------------------------------------------
+FLUSH_KIND = "read"  # recorded with every run's settings: results flushed otherwise ("zero") differ
+
+
 class L2Flusher:
-    """Zeroes a buffer of twice the L2 size: evicts whatever the previous repetition left cached."""
+    """Reads a buffer of twice the L2 size (a sum into one scalar): evicts whatever the previous repetition
+    left cached, writing back its dirty lines now, outside the timed region, and leaves clean lines."""
+
+    kind = FLUSH_KIND
 
     def __init__(self, device=None):
         props = torch.cuda.get_device_properties(device or torch.cuda.current_device())
         l2 = getattr(props, "L2_cache_size", 0) or 64 << 20  # older torch: assume 64 MiB
         self.nbytes = 2 * l2
-        self.buffer = torch.empty(self.nbytes // 4, dtype=torch.int32, device="cuda")
+        self.buffer = torch.zeros(self.nbytes // 4, dtype=torch.int32, device="cuda")
+        self.sink = torch.empty((), dtype=torch.int64, device="cuda")
 
     def __call__(self):
-        self.buffer.zero_()
+        torch.sum(self.buffer, 0, dtype=torch.int64, out=self.sink)
 
 
 def _spin(ms: float):

@@ -162,7 +162,7 @@ def run(args) -> int:
                       "cpu_only": cpu, "settings": settings.to_json(), **extra, **env,
                       "timing": "CPU host wall clock: NOT comparable with GPU timings" if cpu else
                       "CUDA events around a CUDA-graph replay (or plain launches where capture fails), L2 "
-                      "flushed before each repetition, median of repetitions"})
+                      "flushed before each repetition by reading a 2x L2 buffer (clean lines), median of repetitions"})
         ceilings, done, launch_done = None, set(), set()
         console.print(f"results -> {path}")
     if ceilings is None and not cpu:

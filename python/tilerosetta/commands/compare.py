@@ -6,6 +6,12 @@ from tilerosetta.console import make_console
 from rich.table import Table
 
 
+def flush_kind(res) -> str:
+    """How a run flushed the L2 between repetitions: runs before settings recorded it zeroed a buffer."""
+    settings = res.meta.get("settings", {})
+    return settings.get("flush_kind", "zero") if settings.get("flush", True) else "none"
+
+
 def run(args) -> int:
     from tilerosetta.bench import compare as cmp
     from tilerosetta.bench.results import load
@@ -24,6 +30,11 @@ def run(args) -> int:
                       f"{r.meta.get('git', {}).get('commit', '?')[:10]}){tag}", highlight=False)
     if old.meta.get("gpu", {}).get("name") != new.meta.get("gpu", {}).get("name"):
         console.print("[yellow]the two files come from different GPUs[/]")
+    kinds = [flush_kind(r) for r in (old, new)]
+    if kinds[0] != kinds[1]:
+        console.print(f"[yellow]the two files flushed the L2 differently (old: {kinds[0]}, new: {kinds[1]}): a "
+                      f"zeroing flush charges its dirty lines' write-back to each timed call, so small memory-"
+                      f"bound cases read slower in the old file for that reason alone[/]", highlight=False)
     # Real changes first (slower, faster, status), then cases present in one file only; new/gone are
     # only counted unless --all, so a few changes are never buried under rows of "gone".
     order = {"slower": 0, "status": 1, "faster": 2, "new": 3, "gone": 4, "same": 5}
