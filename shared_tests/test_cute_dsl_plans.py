@@ -92,3 +92,13 @@ def test_host_tensors_keep_no_plan(rig):
     for _ in range(2):
         fn(torch.randn(1024), torch.randn(1024), torch.empty(1024))
     assert len(compiles) == 2
+
+
+def test_decode_matmul_default_is_the_narrowest_wgmma_tile():
+    from tilerosetta.kernels.cute_dsl import config as cd
+
+    dec = cd.default_config("matmul", "bf16", {"M": 16, "N": 4096, "K": 4096})
+    assert dec == {"BM": 64, "BN": 64, "STAGES": 6} and dec in cd.config_space("matmul", "bf16")
+    cd.check_config("matmul", dec)
+    assert cd.default_config("matmul", "bf16", {"M": 17, "N": 4096, "K": 4096})["BM"] == 128
+    assert cd.default_config("bmm", "bf16", {"Bt": 2, "M": 1, "N": 4096, "K": 4096})["BM"] == 128

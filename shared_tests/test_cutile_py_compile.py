@@ -348,3 +348,17 @@ def test_attention_nonpositive_scale_path_compiles():
                                            causal=causal, scale=scale)
             cubin = _compile(arch, lx, _signature(lx))
             assert cubin[:4] == b"\x7fELF", (scale, causal)
+
+
+def test_decode_matmul_takes_narrow_tiles_that_cover_the_sms():
+    """M <= 16 streams the weight once: the default tiles give about one block per SM (N 4096 -> 128 blocks
+    of 32 columns; the 128x256 GEMM tile gave 16) and keep their warp hint (not a clamped big tile)."""
+    for n, blocks in ((4096, 128), (14336, 224)):
+        c = cfg.default_config("matmul", "bf16", {"M": 1, "N": n, "K": 4096})
+        assert c in cfg.config_space("matmul", "bf16")
+        p = cfg.plan_matmul(1, 1, n, 4096, c)
+        assert p["grid"][0] == blocks and p["BM"] == 16 and p["BK"] == 256, (n, p)
+    decode = {**cfg.decode_config(4096), "WARPS": 4}
+    assert cfg.plan_matmul(1, 16, 4096, 4096, decode)["WARPS"] == 4
+    assert cfg.default_config("matmul", "bf16", {"M": 17, "N": 4096, "K": 4096}) == cfg.DEFAULTS["matmul"]["*"]
+    assert cfg.default_config("matmul", "fp32", {"M": 1, "N": 4096, "K": 4096}) == cfg.DEFAULTS["matmul"]["fp32"]

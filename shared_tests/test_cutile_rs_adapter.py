@@ -273,3 +273,17 @@ def test_extension_compiles_kernels_for_sm90_without_gpu(op, dtype, dims, config
 def test_compile_only_refuses_wrong_dims():
     with pytest.raises(ValueError, match=r"cutile_rs\.bmm: argument 'dims'"):
         ext.compile_only("bmm", "bf16", [64, 64, 64], assemble=False)
+
+
+@needs_ext
+def test_decode_matmul_default_takes_narrow_tiles_in_the_sweep_space():
+    """M <= 16 streams the weight once: about one block per SM (N 4096 / BN 32 = 128; the 128x256 GEMM tile
+    gave 16 blocks), and the sweep space holds those tiles."""
+    space = ext.config_space("matmul", "bf16")
+    for n, bn in ((4096, 32), (14336, 64)):
+        cfg = ext.default_config("matmul", "bf16", {"M": 1, "N": n, "K": 4096})
+        assert (cfg["BM"], cfg["BN"], cfg["BK"]) == (16, bn, 256), cfg
+        assert cfg in space
+    assert ext.default_config("matmul", "bf16", {"M": 17, "N": 4096, "K": 4096})["BM"] == 128
+    assert ext.default_config("bmm", "bf16", {"Bt": 1, "M": 1, "N": 4096, "K": 4096})["BM"] == 128
+    assert ext.default_config("matmul", "fp32", {"M": 1, "N": 4096, "K": 4096})["BM"] == 128

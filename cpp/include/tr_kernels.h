@@ -54,7 +54,12 @@
 #define TR_GEMM_KERNELS(X, op) \
   X(op, fp32, float, 64, 64, 32, 0) X(op, fp32, float, 128, 128, 32, 0) \
   TR_GEMM_KERNELS_16(X, op, fp16, __half) TR_GEMM_KERNELS_16(X, op, bf16, __nv_bfloat16)
-#define TR_MATMUL_KERNELS(X) TR_GEMM_KERNELS(X, matmul)
+// Decode (matmul at M <= 16: the weight streamed once): one 16-row tile of A, narrow TN so that N / TN
+// blocks cover the SMs (N 4096 / 32 = 128), a deep TK per load.
+#define TR_MATMUL_DECODE_KERNELS_16(X, dt, CT) X(matmul, dt, CT, 16, 32, 256, 0) X(matmul, dt, CT, 16, 64, 256, 0)
+#define TR_MATMUL_KERNELS(X)                                                                       \
+  TR_GEMM_KERNELS(X, matmul)                                                                       \
+  TR_MATMUL_DECODE_KERNELS_16(X, fp16, __half) TR_MATMUL_DECODE_KERNELS_16(X, bf16, __nv_bfloat16)
 #define TR_BMM_KERNELS(X) TR_GEMM_KERNELS(X, bmm)
 
 // attention: D (head dim, exact), TQ query rows per block, TK keys per chunk, W worker-warps hint.

@@ -77,6 +77,8 @@ pub fn row_block_rows(dtype: DType, m: Option<i64>, n: Option<i64>) -> i64 {
 
 /// Widest fp16/bf16 row that `row_block_rows` gives two rows per block.
 pub const ROW_TWO_ROWS_MAX: i64 = 4096;
+/// matmul rows up to which the decode tiles are the default (a batch of decode tokens).
+pub const DECODE_MAX_M: i64 = 16;
 
 /// The configuration an ordinary call uses. `dims` are the op's symbolic dims (M, N, H, D, ...).
 pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
@@ -104,6 +106,12 @@ pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
         // fp16/bf16: 128x256 with 8 worker warps = producer + 2 consumer warpgroups, 64x256x16 wgmma
         // (the resource profile of cuTile Python's tuned matmul). fp32 operands are twice the bytes
         // per tile: 128x128 with a shorter K step, compiler-chosen warps.
+        // Decode (matmul, M <= DECODE_MAX_M): the weight is streamed once, so narrow tiles that give about
+        // one block per SM (N 4096 / 32 = 128) and a deep K step; the 128x256 tile gave 16 blocks.
+        "matmul" if half && dim("M").is_some_and(|m| m <= DECODE_MAX_M) => {
+            let bn = if dim("N").unwrap_or(4096) <= 32 * 132 { 32 } else { 64 };
+            vec![("BM", 16), ("BN", bn), ("BK", 256)]
+        }
         "matmul" | "bmm" => {
             if half {
                 vec![("BM", 128), ("BN", 256), ("BK", 64), ("W", 8)]
@@ -173,6 +181,16 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
                     // Two consumer warpgroups need at least 2 x 64 rows of output.
                     if m >= 128 && m * n >= 128 * 128 {
                         out.push(vec![("BM", m), ("BN", n), ("BK", k), ("OCC", 0), ("W", 8)]);
+                    }
+                }
+            }
+            // The decode tiles (`sweep --where BM=16`): narrow N, deep K.
+            if half && op == "matmul" {
+                for n in [32, 64, 128] {
+                    for k in [128, 256, 512] {
+                        if n * k <= 32768 {
+                            out.push(vec![("BM", 16), ("BN", n), ("BK", k), ("OCC", 0), ("W", 0)]);
+                        }
                     }
                 }
             }

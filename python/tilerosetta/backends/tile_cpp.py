@@ -75,6 +75,17 @@ def row_entry(op: str, kernel: str, config: dict, dims: dict) -> str:
     return kernel if dims["N"] <= config["TN"] else kernel + "_loop"
 
 
+DECODE_MAX_M = 16  # matmul rows up to which the decode tiles (tr_kernels.h) are the default
+
+
+def _matmul_default(dtype, dims):
+    # Decode (M <= 16, 16-bit): the weight is streamed once; 16 x 32 tiles give N 4096 128 blocks (64 x 64
+    # gave 64), 16 x 64 past one wave of those (N 14336: 224), 256-deep K steps.
+    if dtype != torch.float32 and dims.get("M", DECODE_MAX_M + 1) <= DECODE_MAX_M:
+        return {"TM": 16, "TN": 32 if dims.get("N", 4096) <= 32 * sm_count() else 64, "TK": 256, "W": 0}
+    return _gemm_default(dtype, dims)
+
+
 def _gemm_default(dtype, dims):
     # 16-bit: 128x256 tiles with 8 worker warps when there are enough of them to fill the SMs (the fastest
     # tile on the H200 at matmul 4096^3 and bmm 16x2048^3: bench/GAPS.md, tile_cpp); 64x64 for smaller
@@ -104,7 +115,7 @@ DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     # the sweep can still pick it); fp32 tiles are twice the bytes, so 16 positions.
     "rope": lambda dtype, dims: {"TS": 16, "TD": 64, "OCC": 4} if dtype == torch.float32
     else {"TS": 32, "TD": 64, "OCC": 4},
-    "matmul": _gemm_default,
+    "matmul": _matmul_default,
     "bmm": _gemm_default,
     "attention": _attention_default,
 }

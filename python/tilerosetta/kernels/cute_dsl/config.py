@@ -46,6 +46,7 @@ ELEMENTWISE_OPS = ("vector_add", "silu_and_mul", "rope")
 GEMM_OPS = ("matmul", "bmm")
 MAX_THREADS = 1024
 GEMM_BK = 64  # K per pipeline stage (gemm_wgmma.BK)
+DECODE_MAX_M = 16  # matmul rows up to which the decode tile is the default (a batch of decode tokens)
 SMEM_LIMIT = 227 * 1024  # H100/H200 shared memory per CTA (opt-in maximum)
 
 
@@ -77,6 +78,10 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
         return {"WARPS_PER_ROW": 16, "ROWS": 1}
     if op == "transpose":
         return {"TILE": 64}
+    if op == "matmul" and dims.get("M", DECODE_MAX_M + 1) <= DECODE_MAX_M:
+        # decode: the weight is streamed once; the narrowest tile the wgmma GEMM takes (64 x 64: N 4096 -> 64
+        # CTAs, 14336 -> 224; 128 x 256 gave 16 and 56) and a deep ring (6 x 16 KB) for bytes in flight
+        return {"BM": 64, "BN": 64, "STAGES": 6}
     if op in GEMM_OPS:
         # 128 x 256: two warpgroups of 64 x 256 wgmmas (128 fp32 accumulators per thread), 4 stages = 192 KB
         return {"BM": 128, "BN": 256, "STAGES": 4}

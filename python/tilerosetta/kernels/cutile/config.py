@@ -86,8 +86,8 @@ SPACES: dict[str, dict[str, tuple]] = {
     "transpose": {"TM": (16, 32, 64, 128), "TN": (16, 32, 64, 128)},
     **{op: dict(_ROW_SPACE) for op in ROW_OPS},
     "rope": {"TS": (4, 8, 16, 32, 64, 128), "OCC": (0, 1, 2, 4, 8)},
-    "matmul": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64, 128), "GROUP_M": (4, 8, 16),
-               "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
+    "matmul": {"BM": (16, 64, 128, 256), "BN": (32, 64, 128, 256), "BK": (32, 64, 128, 256, 512),
+               "GROUP_M": (4, 8, 16), "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
     "bmm": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64, 128), "GROUP_M": (4, 8, 16),
             "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
     "attention": {"BM": (64, 128, 256), "BN": (32, 64, 128), "OCC": (0, 1, 2), "WARPS": (0, 4, 8)},
@@ -122,6 +122,14 @@ def _mm_sweep(base):
     return out
 
 
+# Decode (M <= 16): the product streams the weight once, so the tiles are chosen for bytes in flight, not
+# reuse: one 16-row tile of A, a narrow BN so that N / BN blocks cover the 132 SMs (N 4096 / 32 = 128),
+# a deep BK per load. `sweep --where BM=16` times only these.
+_MM_DECODE = tuple({"BM": 16, "BN": bn, "BK": bk, "GROUP_M": 8, "WARPS": w, "CTAS": 0}
+                   for bn in (32, 64, 128) for bk in (128, 256, 512) for w in (0, 4)
+                   if bn * bk <= 32768)
+
+
 def _attn_sweep(base):
     out = [dict(base)]
     for bm, bn in ((128, 128), (128, 64), (64, 64), (64, 128), (256, 64)):
@@ -141,7 +149,19 @@ def table_key(op: str, dtype_name: str, dims: dict[str, int] | None = None) -> s
     return dtype_name if dtype_name in rows else "*"
 
 
+DECODE_MAX_M = 16  # matmul rows up to which the decode tiles are the default (a batch of decode tokens)
+
+
+def decode_config(n: int) -> dict[str, Any]:
+    """The decode matmul default: BN 32 while N / 32 blocks still fit about one wave (N 4096 -> 128 blocks),
+    else 64 (N 14336 -> 224)."""
+    bn = 32 if n <= 32 * H200_SM_COUNT else 64
+    return {"BM": 16, "BN": bn, "BK": 256, "GROUP_M": 8, "WARPS": 0, "CTAS": 0}
+
+
 def default_config(op: str, dtype_name: str, dims: dict[str, int] | None = None) -> dict[str, Any]:
+    if op == "matmul" and dtype_name != "fp32" and dims and dims.get("M", DECODE_MAX_M + 1) <= DECODE_MAX_M:
+        return decode_config(dims.get("N", 4096))
     return dict(DEFAULTS[op][table_key(op, dtype_name, dims)])
 
 
@@ -153,8 +173,9 @@ def config_space(op: str, dtype_name: str) -> list[dict[str, Any]]:
     if op in ROW_OPS:
         return _row_sweep(base)
     if op in ("matmul", "bmm"):
-        return _mm_sweep(base) if dtype_name != "fp32" else _mm_sweep(base)[:1] + [
+        space = _mm_sweep(base) if dtype_name != "fp32" else _mm_sweep(base)[:1] + [
             {**base, "BK": 64}, {**base, "BN": 256, "WARPS": 8}, {**base, "BM": 64}]
+        return space + [dict(c) for c in _MM_DECODE] if op == "matmul" and dtype_name != "fp32" else space
     if op == "attention":
         return _attn_sweep(base)
     space = SPACES[op]
@@ -251,7 +272,9 @@ def plan_matmul(bt: int, m: int, n: int, k: int, cfg: dict[str, Any]) -> dict[st
     bn = max(16, min(cfg["BN"], next_pow2(n)))
     bk = max(16, min(cfg["BK"], next_pow2(k)))
     tiles = cdiv(m, bm) * cdiv(n, bn)
-    small = bm < 128 or bn < 128  # clamped tiles: the 8-warp / cluster hints were chosen for full ones
+    # Tiles clamped below the config's (a small problem): its warp / cluster hints were chosen for the full
+    # tiles. A config that asks for small tiles itself (decode) keeps its hints.
+    small = bm < min(cfg["BM"], 128) or bn < min(cfg["BN"], 128)
     # Flat grid: output tiles x batch entries on axis x (unflattened in-kernel), so Bt > 65535 works.
     return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": cfg["GROUP_M"], "grid": check_grid((tiles * bt, 1, 1)),
             "WARPS": 0 if small else cfg.get("WARPS", 0), "CTAS": 0 if small else cfg.get("CTAS", 0)}
