@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build gpu-bundle/: everything an air-gapped GPU node (driver + Python + torch, no internet) needs to run
-# TileRosetta from a checkout of this repo, in under 60 MiB:
+# TileRosetta from a checkout of this repo, in under 60 MiB (or two calls: the toolchain, then the rest):
 #   toolchain.tar.xz  the pinned tileiras + ptxas + libnvvm trio (one release), xz with a 256 MiB dictionary
 #   site.tar.xz       cuda-tile, our Rust extension (abi3), the C++ extension built for this venv's
 #                     Python and the optional peer tilegym, unpacked into one folder that run.sh puts on
@@ -55,5 +55,10 @@ tar -C "$stage/site" -cf - . | xz -T0 -9e > $out/site.tar.xz
 echo "gpu-bundle: site.tar.xz holds: $(ls "$stage/site" | tr '\n' ' ')"
 cp tools/gpu-run.sh $out/run.sh
 du -sh $out; ls -la $out
-total=$(( $(du -sb $out | cut -f1) / 1048576 ))
-[ "$total" -lt 61 ] || { echo "gpu-bundle: $total MiB, over the 61 MiB budget (a call carries 64 MiB with the ~2.5 MiB source tree)"; exit 1; }
+# A call carries 64 MiB with the ~2.5 MiB source tree. Over 61 MiB in all, the toolchain goes in a call of its own
+# first (run.sh unpacks it once into /tmp/tilerosetta-node, kept while the machine stays warm); each part must fit.
+mib() { echo $(( $(du -cb "$@" | tail -1 | cut -f1) / 1048576 )); }
+total=$(mib $out); tc=$(mib $out/toolchain.tar.xz); rest=$(( total - tc ))
+[ "$tc" -lt 61 ] && [ "$rest" -lt 61 ] || { echo "gpu-bundle: toolchain $tc MiB + the rest $rest MiB: a part is over 61 MiB"; exit 1; }
+[ "$total" -lt 61 ] || echo "gpu-bundle: $total MiB in all: carry gpu-bundle/toolchain.tar.xz in one call (mkdir -p" \
+  "/tmp/tilerosetta-node/toolchain && tar -C /tmp/tilerosetta-node/toolchain -xJf gpu-bundle/toolchain.tar.xz), the rest in the next"

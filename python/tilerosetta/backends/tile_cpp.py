@@ -80,7 +80,9 @@ DECODE_MAX_M = 16  # matmul rows up to which the decode tiles (tr_kernels.h) are
 
 def _matmul_default(dtype, dims):
     # Decode (M <= 16, 16-bit): the weight is streamed once; 16 x 32 tiles give N 4096 128 blocks (64 x 64
-    # gave 64), 16 x 64 past one wave of those (N 14336: 224), 256-deep K steps.
+    # gave 64), 16 x 64 past one wave of those (N 14336: 224), 256-deep K steps. On the H200 at M=1 each
+    # beat the other decode tile (bench/results/decode/sweep-tile_cpp-*); cutile_py and cutile_rs were fastest
+    # at 16 x 128 with N 14336 (32.3 vs 36.6 us), a tile not instantiated here yet.
     if dtype != torch.float32 and dims.get("M", DECODE_MAX_M + 1) <= DECODE_MAX_M:
         return {"TM": 16, "TN": 32 if dims.get("N", 4096) <= 32 * sm_count() else 64, "TK": 256, "W": 0}
     return _gemm_default(dtype, dims)

@@ -123,8 +123,10 @@ def _mm_sweep(base):
 
 
 # Decode (M <= 16): the product streams the weight once, so the tiles are chosen for bytes in flight, not
-# reuse: one 16-row tile of A, a narrow BN so that N / BN blocks cover the 132 SMs (N 4096 / 32 = 128),
-# a deep BK per load. `sweep --where BM=16` times only these.
+# reuse: one 16-row tile of A, narrow BN, a deep BK per load. `sweep --where BM=16` times only these. The
+# H200 sweep at M=1 (bench/results/decode/) preferred fewer, wider blocks to one per SM: BN 64 BK 128 at
+# N 4096 (64 blocks, 16.4 us vs 17.1 for decode_config's 128) and BN 128 BK 256 at N 14336 (112 blocks,
+# 32.3 vs 36.6 us): those are tuned entries; M = 2..16 and fp16 keep decode_config (not swept).
 _MM_DECODE = tuple({"BM": 16, "BN": bn, "BK": bk, "GROUP_M": 8, "WARPS": w, "CTAS": 0}
                    for bn in (32, 64, 128) for bk in (128, 256, 512) for w in (0, 4)
                    if bn * bk <= 32768)
@@ -153,8 +155,9 @@ DECODE_MAX_M = 16  # matmul rows up to which the decode tiles are the default (a
 
 
 def decode_config(n: int) -> dict[str, Any]:
-    """The decode matmul default: BN 32 while N / 32 blocks still fit about one wave (N 4096 -> 128 blocks),
-    else 64 (N 14336 -> 224)."""
+    """The decode matmul default where no sweep entry applies: BN 32 while N / 32 blocks still fit about one
+    wave (N 4096 -> 128 blocks), else 64 (N 14336 -> 224); 256-deep K steps. The 128x256 GEMM tile gave
+    16 and 56 blocks: 21.7% / 67% of the copy rate at M=1 on the H200, 48% / 85% with the swept tiles."""
     bn = 32 if n <= 32 * H200_SM_COUNT else 64
     return {"BM": 16, "BN": bn, "BK": 256, "GROUP_M": 8, "WARPS": 0, "CTAS": 0}
 
