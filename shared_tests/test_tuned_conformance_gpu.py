@@ -1,0 +1,58 @@
+"""Every committed tuned configuration computes its op's conformance cases correctly on this GPU.
+
+A sweep checks a configuration only on the bench case it times, yet the tuned entry then steers every call of
+its size class. Forcing each entry's configuration (set_config) over the spec's conformance cases (ragged
+rows and columns, tails, tiny shapes) checks the kernel it selects beyond that one shape. Runs on a GPU of the
+entry's arch; elsewhere each entry is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tilerosetta import backends, toolchain, tuning
+from tilerosetta.harness import check_case
+from tilerosetta.specs import DTYPE_NAMES, SPECS
+
+
+def _entries():
+    seen, out = set(), []
+    for name, ops in tuning.load_table()["entries"].items():
+        for op, dts in ops.items():
+            for dt, archs in dts.items():
+                for arch, classes in archs.items():
+                    for cls, e in classes.items():
+                        key = (name, op, dt, arch, tuple(sorted(e["config"].items())))
+                        if key not in seen:  # one check per distinct configuration
+                            seen.add(key)
+                            out.append(pytest.param((name, op, dt, arch, dict(e["config"])),
+                                                    id=f"{name}-{op}-{dt}-{arch}-{cls}"))
+    return out
+
+
+@pytest.mark.parametrize("entry", _entries())
+def test_tuned_configuration_passes_the_conformance_cases(request, entry):
+    from conftest import skip_or_fail_unavailable
+
+    name, op, dt, arch, config = entry
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: runs the tuned kernels")
+    if toolchain.device_arch() != arch:
+        pytest.skip(f"entry for {arch}; this GPU is {toolchain.device_arch()}")
+    backend = backends.get(name)
+    skip_or_fail_unavailable(request.config, backend)
+    dtype = next(d for d, n in DTYPE_NAMES.items() if n == dt)
+    if op not in backend.implementations() or dtype not in backend.dtypes(op):
+        pytest.skip(f"{name}.{op} {dt} not built here")
+    spec = SPECS[op]
+    backend.set_config(op, dtype, config)
+    try:
+        bad = []
+        for i, case in enumerate(spec.cases):
+            result = check_case(backend, spec, dtype, case, seed=2000 + i)
+            if not result.ok:
+                bad.append(f"{case.name}: {result}")
+    finally:
+        backend.set_config(op, dtype, None)
+    assert not bad, f"{name}.{op} {dt} with tuned {config}: {len(bad)} case(s) wrong: {bad[:4]}"
