@@ -168,6 +168,19 @@ def test_triton_inspect_compiles_with_the_launch_register_cap():
     assert "maxnreg 40" in res.stdout and _section(res.stdout, "registers") == "40 (cap 40)", res.stdout
 
 
+def test_triton_inspect_specialises_each_16_divisible_size_as_the_launcher_does():
+    # At M = 1 the strides and N, K are still multiples of 16: Triton's launcher specialises on each such
+    # argument, so the decode GEMV that runs loads with 128-bit cp.async. Marking the sizes divisible only
+    # when every dim is (M = 1 is not) showed a scalar-load kernel that never runs.
+    _need_cuobjdump()
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton not installed")
+    res = _cli("--backend", "triton", "--op", "matmul", "--size", "2", "--top", "60")
+    assert res.returncode == 0, res.stderr
+    assert "M1_N4096_K4096" in res.stdout and re.search(r"LDGSTS\.E\.BYPASS\.128", res.stdout), res.stdout
+    assert not re.search(r"LDG\.E\.U16", res.stdout), res.stdout
+
+
 def test_tile_cpp_symbol_of_the_default_config():
     _need_cuobjdump()
     if importlib.util.find_spec("tilerosetta_tile_cpp") is None:

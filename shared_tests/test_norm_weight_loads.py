@@ -92,7 +92,7 @@ from tilerosetta.kernels.triton.aot_check import compile_one, variants
 out = []
 for m, n in json.loads(sys.argv[1]):
     cfg = config.default("layer_norm", torch.bfloat16, {"M": m, "N": n}, interpret=False)
-    ((kernel, sig, consts, warps, stages, extra),) = variants("layer_norm", torch.bfloat16, {"M": m, "N": n}, cfg)
+    ((kernel, sig, consts, warps, stages, extra, _div),) = variants("layer_norm", torch.bfloat16, {"M": m, "N": n}, cfg)
     cubin = compile_one(kernel, sig, consts, warps, stages, 90, True, extra).asm["cubin"]
     (k,) = cubin_mod.analyse(cubin)
     k.threads = warps * 32

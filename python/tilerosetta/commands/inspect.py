@@ -144,29 +144,19 @@ def _triton(op, dtype, case, arch, override):
         raise Refused(f"inspect triton.{op}: TRITON_INTERPRET is set: the interpreter compiles nothing; "
                       f"run with TRITON_INTERPRET=0")
     os.environ["TRITON_INTERPRET"] = "0"  # read when the kernels are decorated: compiled, not interpreted
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from tilerosetta.kernels.triton import config as tconfig
-    from tilerosetta.kernels.triton.aot_check import variants
+    from tilerosetta.kernels.triton.aot_check import compile_one, variants
 
     cfg = _config("triton", op, dtype, case.dims, override, arch,
                   default=lambda: tconfig.default(op, dtype, case.dims, interpret=False),
                   check=lambda c: tconfig.check(op, c))
-    aligned = all(v % 16 == 0 for k, v in case.dims.items() if k not in ("B", "H", "Bt"))
     out = []
-    for kernel, sig, consts, warps, stages, extra in variants(op, dtype, case.dims, cfg):
+    for kernel, sig, consts, warps, stages, extra, divisible in variants(op, dtype, case.dims, cfg):
         if op == "attention" and (consts["TMA"] != bool(cfg.get("TMA", 0))
                                   or consts["CAUSAL"] != bool(case.params.get("causal", False))):
             continue  # variants() lists both load paths and both masks; keep the one this call takes
-        names = kernel.arg_names
-        attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, ty in sig.items()
-                 if ty.startswith("*") or (aligned and ty == "i32")}
-        src = ASTSource(kernel, signature={n: sig.get(n, "constexpr") for n in names}, constexprs=consts,
-                        attrs=attrs)
-        compiled = triton.compile(src, target=GPUTarget("cuda", int(arch.removeprefix("sm_")), 32),
-                                  options={"num_warps": warps, "num_stages": stages, **extra})
+        # compiled as the launch compiles it (PDL on sm_90+, the launch's maxnreg): aot_check's compile_one
+        compiled = compile_one(kernel, sig, consts, warps, stages, int(arch.removeprefix("sm_")), divisible, extra)
         for k in cubin_mod.analyse(compiled.asm["cubin"]):
             k.threads = warps * 32
             k.shared = max(k.shared, compiled.metadata.shared)  # Triton's shared memory is dynamic

@@ -51,10 +51,11 @@ COMPILE_OPTIONS = ("maxnreg",)  # launch options besides warps/stages that chang
 
 
 def variants(op, dtype, case, cfg):
-    """(kernel, {arg: type}, constexprs, num_warps, num_stages, extra) of each launch the backend would make
-    for this case (a Case, or plain dims): the module's own prepare() on meta tensors, so the signatures are
-    read, not re-derived. extra: the launch's other compile options (e.g. maxnreg), so a compile here
-    builds the kernel that runs."""
+    """(kernel, {arg: type}, constexprs, num_warps, num_stages, extra, divisible) of each launch the backend
+    would make for this case (a Case, or plain dims): the module's own prepare() on meta tensors, so the
+    signatures are read, not re-derived. extra: the launch's other compile options (e.g. maxnreg), so a
+    compile here builds the kernel that runs. divisible: the integer arguments whose value is a multiple of
+    16, which Triton's launcher specialises on (at M = 1 the strides still are)."""
     spec = SPECS[op]
     case = case if isinstance(case, Case) else Case(dict(case))  # plain dims: the spec's default params
     prepare = importlib.import_module(f"tilerosetta.kernels.triton.{op}").prepare
@@ -65,8 +66,9 @@ def variants(op, dtype, case, cfg):
         runtime = [n for n in lx.kernel.arg_names if n not in lx.constexprs and n not in RUN_CONSTEXPRS]
         sig = {n: arg_type(v) for n, v in zip(runtime, lx.args, strict=True)}
         extra = {k: v for k, v in lx.options.items() if k in COMPILE_OPTIONS}
+        divisible = {n for n, v in zip(runtime, lx.args) if type(v) is int and v % 16 == 0}
         out.append((lx.kernel, sig, lx.constexprs, lx.options.get("num_warps", 4), lx.options.get("num_stages", 3),
-                    extra))
+                    extra, divisible))
     return out
 
 
@@ -92,14 +94,16 @@ def cases(op, dtype):
 
 
 def compile_one(kernel, sig, constexprs, num_warps, num_stages, arch, aligned, extra=None):
-    """The kernel compiled as the launch would (Triton's CompiledKernel: .asm["cubin"], .metadata.shared)."""
+    """The kernel compiled as the launch would (Triton's CompiledKernel: .asm["cubin"], .metadata.shared).
+    aligned: True (every integer argument 16-divisible), False (none), or the names of those that are."""
     names = kernel.arg_names
     signature = {n: sig.get(n, "constexpr") for n in names}
     # A real launch specialises on 16-divisibility: torch's pointers always are, and the integer sizes
     # are when every dim of the case is (the benchmark sizes): that path vectorises and pipelines
     # (cp.async / wgmma) and needs the most shared memory, so it is the one to check.
+    div = (lambda n: aligned) if isinstance(aligned, bool) else (lambda n: n in aligned)
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, ty in sig.items()
-             if ty.startswith("*") or (aligned and ty == "i32")}
+             if ty.startswith("*") or (ty == "i32" and div(n))}
     pdl = "PDL" in names and "PDL" not in constexprs and arch >= 90  # as run() launches it there
     if "PDL" in names and "PDL" not in constexprs:
         constexprs = {**constexprs, "PDL": pdl}
@@ -122,7 +126,7 @@ def main(argv=None):
         for dtype in SPECS[op].dtypes:
             for case, cfg in cases(op, dtype):
                 dims = case.dims
-                for kernel, sig, consts, w, s, extra in variants(op, dtype, case, cfg):
+                for kernel, sig, consts, w, s, extra, _div in variants(op, dtype, case, cfg):
                     aligned = all(v % 16 == 0 for k, v in dims.items() if k not in ("B", "H", "Hkv", "Bt"))
                     key = (op, kernel.fn.__name__, dtype_name(dtype), tuple(sorted(consts.items())),
                            tuple(sig.items()), w, s, tuple(extra.items()), aligned)
