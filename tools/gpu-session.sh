@@ -24,6 +24,8 @@
 #        SKIP_SUITE=1 SKIP_SELFTEST=1 SKIP_BENCH=1 LLAMA=1 tools/gpu-session.sh OUT   (~3-4 min)
 #        SKIP_SUITE=1 SKIP_SELFTEST=1 SKIP_BENCH=1 E2E=1 tools/gpu-session.sh OUT     (~7-8 min)
 #      per-step time limits T_SUITE, T_PROBE, T_SWEEPS, T_BENCH, T_SCALING (s).
+#      SWEPT_TABLE=1: start from the tuned table an earlier call's sweeps wrote on this (still warm) machine: a call
+#      re-copies the tracked tree, so the bench of a later call would otherwise run the committed table.
 #      GPUS=all|N: the suite (the files in SHARD_SUITE, default conformance + random shapes + bad inputs) and
 #      the benchmark sharded over those GPUs, one worker per GPU (`--gpus`, docs/MULTI_GPU.md), instead of one
 #      process per backend; GPUS_COMPARE=1 runs each first on one GPU (--gpus 1) for the wall-time comparison.
@@ -39,9 +41,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}
+node_table=${TILEROSETTA_WORK:-/tmp/tilerosetta-node}/tuned_configs.json
 backends=${BACKENDS:-torch,cutile_py,triton,tile_cpp,cutile_rs}
 mkdir -p "$out"
 export LOGDIR="$out"
+if [ "${SWEPT_TABLE:-0}" = 1 ]; then
+  if [ -f "$node_table" ]; then cp "$node_table" python/tilerosetta/tuned_configs.json && echo "tuned table: $node_table (SWEPT_TABLE=1)"
+  else echo "SWEPT_TABLE=1 but no $node_table (no sweep on this machine since it started): the committed table"; fi
+fi
 t0=$(date +%s)
 stamp() { echo "== $1: $(( $(date +%s) - t0 )) s"; }
 peers_site=${PEERS_SITE:-/tmp/peers-site}
@@ -123,6 +130,7 @@ if [ -n "${SWEEPS:-}" ]; then
     grep "tuned_configs.json:" "$out/extra.log" | tail -1
   done
   cp python/tilerosetta/tuned_configs.json "$sweeps/"  # the table the sweeps wrote, inside the archive
+  mkdir -p "$(dirname "$node_table")" && cp python/tilerosetta/tuned_configs.json "$node_table"  # for SWEPT_TABLE=1
   tar -C "$sweeps" -czf "$out/sweeps.tar.gz" .
   stamp "sweeps"
 fi
