@@ -29,9 +29,10 @@
 #define TR_ROW_KERNELS_T(X, op, dt, CT) \
   X(op, dt, CT, 1, 1024, 4) X(op, dt, CT, 4, 512, 4) X(op, dt, CT, 1, 4096, 4) \
   X(op, dt, CT, 1, 8192, 4) X(op, dt, CT, 1, 8192, 2) X(op, dt, CT, 1, 16384, 2)
-// 16-bit also two rows per block at 4096 and 8192: the row's loads are then issued back to back without
-// a bounds branch each (sm_90 SASS, softmax: 8 / 16 LDG.E.128 in one batch; one row per block puts each in
-// its own branch region), and layer_norm's 8192 row fits 215 registers without the spills of 1 x 8192 OCC 4.
+// 16-bit also two rows per block at 4096 and 8192: softmax's loads are then issued back to back (sm_90 SASS:
+// 8 / 16 LDG.E.128 in one batch; one row per block puts each in its own bounds branch region; rms_norm's
+// stay in regions), and layer_norm's 8192 row fits 215 registers without the spills of 1 x 8192 OCC 4.
+// H200: the tuned tile of softmax 32768x4096 and add_rms_norm 16384x4096 (bench/GAPS.md).
 #define TR_ROW_KERNELS_16(X, op, dt, CT) \
   TR_ROW_KERNELS_T(X, op, dt, CT) X(op, dt, CT, 2, 4096, 4) X(op, dt, CT, 2, 8192, 2)
 #define TR_FAMILY_ROWS_KERNELS(X, op) \
@@ -43,9 +44,10 @@
 #define TR_SILU_AND_MUL_KERNELS(X) \
   X(silu_and_mul, fp32, float, 4, 256) X(silu_and_mul, fp32, float, 1, 1024) \
   TR_SILU_AND_MUL_KERNELS_16(X, fp16, __half) TR_SILU_AND_MUL_KERNELS_16(X, bf16, __nv_bfloat16)
-// 16-bit: 2048-4096 elements per block give each thread two or more 128-bit loads per input, which tileiras
-// 13.4 issues back to back without a bounds branch each (sm_90 SASS: 2 x 1024 and 2 x 2048 batch 4 and 8
-// LDG.E.128); a 1024-element block has one load per input per thread, each in its own branch region.
+// 16-bit also two-row tiles: sm_90 SASS (tileiras 13.4) of 2 x 1024 and 2 x 2048 issues 4 and 8 LDG.E.128
+// back to back, none in its own bounds branch region, where 4 x 256 and 1 x 1024 put each load in one (why
+// two rows differ is not known: the one-row reproducer, repro/tile_cpp/bounds_checked_loads.cu, keeps a
+// region per load at any width). H200: 2 x 2048 is the tuned tile (69% -> 95.6% of copy, bench/GAPS.md).
 #define TR_SILU_AND_MUL_KERNELS_16(X, dt, CT) \
   X(silu_and_mul, dt, CT, 4, 256) X(silu_and_mul, dt, CT, 1, 1024) X(silu_and_mul, dt, CT, 2, 1024) \
   X(silu_and_mul, dt, CT, 2, 2048)

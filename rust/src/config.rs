@@ -103,9 +103,6 @@ pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
             vec![("BR", 1), ("BH", bh)]
         }
         "rope" => vec![("BS", 16)],
-        // fp16/bf16: 128x256 with 8 worker warps = producer + 2 consumer warpgroups, 64x256x16 wgmma
-        // (the resource profile of cuTile Python's tuned matmul). fp32 operands are twice the bytes
-        // per tile: 128x128 with a shorter K step, compiler-chosen warps.
         // Decode (matmul, M <= DECODE_MAX_M): the weight is streamed once, so narrow tiles that give about
         // one block per SM (N 4096 / 32 = 128) and a deep K step; the 128x256 tile gave 16 blocks. The
         // H200 sweep at M=1 preferred 16x64 BK 128 (N 4096) and 16x128 BK 256 (N 14336): tuned entries.
@@ -113,6 +110,9 @@ pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
             let bn = if dim("N").unwrap_or(4096) <= 32 * 132 { 32 } else { 64 };
             vec![("BM", 16), ("BN", bn), ("BK", 256)]
         }
+        // fp16/bf16: 128x256 with 8 worker warps = producer + 2 consumer warpgroups, 64x256x16 wgmma
+        // (the resource profile of cuTile Python's tuned matmul). fp32 operands are twice the bytes
+        // per tile: 128x128 with a shorter K step, compiler-chosen warps.
         "matmul" | "bmm" => {
             if half {
                 vec![("BM", 128), ("BN", 256), ("BK", 64), ("W", 8)]
