@@ -99,6 +99,15 @@ def test_tile_cpp_view_loads_are_bounds_checked_even_unmasked(tmp_path):
         assert (rows[label]["LDG"], rows[label]["ldg_batch"], rows[label]["ldg_in_bssy"]) == ("2", "1", "2"), rows
 
 
+def test_tile_cpp_only_two_row_tiles_without_restrict_issue_their_loads_together(tmp_path):
+    rows = _run(["repro/tile_cpp/compile.py", "repro/tile_cpp/bounds_checked_loads.cu", "ROWS=1,2", "RESTRICT=1,0"],
+                False, tmp_path)
+    together = rows["ROWS=2 RESTRICT=0"]
+    assert (together["LDG"], together["ldg_batch"], "ldg_in_bssy" in together) == ("4", "4", False), together
+    for label, n in (("ROWS=1 RESTRICT=1", "2"), ("ROWS=1 RESTRICT=0", "2"), ("ROWS=2 RESTRICT=1", "4")):
+        assert (rows[label]["LDG"], rows[label]["ldg_batch"], rows[label]["ldg_in_bssy"]) == (n, "1", n), rows
+
+
 def test_cutile_bounds_checked_loads_are_serialised(tmp_path):
     rows = _run(["repro/cutile_py/bounds_checked_loads.py"], True, tmp_path)
     checked, unchecked = rows["check_bounds=True"], rows["check_bounds=False"]

@@ -44,10 +44,10 @@
 #define TR_SILU_AND_MUL_KERNELS(X) \
   X(silu_and_mul, fp32, float, 4, 256) X(silu_and_mul, fp32, float, 1, 1024) \
   TR_SILU_AND_MUL_KERNELS_16(X, fp16, __half) TR_SILU_AND_MUL_KERNELS_16(X, bf16, __nv_bfloat16)
-// 16-bit also two-row tiles: sm_90 SASS (tileiras 13.4) of 2 x 1024 and 2 x 2048 issues 4 and 8 LDG.E.128
-// back to back, none in its own bounds branch region, where 4 x 256 and 1 x 1024 put each load in one (why
-// two rows differ is not known: the one-row reproducer, repro/tile_cpp/bounds_checked_loads.cu, keeps a
-// region per load at any width). H200: 2 x 2048 is the tuned tile (69% -> 95.6% of copy, bench/GAPS.md).
+// 16-bit also two-row tiles: sm_90 SASS (tileiras 13.4) of 2 x 1024 and 2 x 2048 issues 4 and 8 predicated
+// LDG.E.128 back to back, where 4 x 256 and 1 x 1024 put each load in its own bounds branch region (two rows
+// and no __restrict__ is what it takes: repro/tile_cpp/bounds_checked_loads.cu ROWS=2 RESTRICT=0). H200:
+// 2 x 2048 is the tuned tile (69% -> 95.6% of copy, bench/GAPS.md).
 #define TR_SILU_AND_MUL_KERNELS_16(X, dt, CT) \
   X(silu_and_mul, dt, CT, 4, 256) X(silu_and_mul, dt, CT, 1, 1024) X(silu_and_mul, dt, CT, 2, 1024) \
   X(silu_and_mul, dt, CT, 2, 2048)
