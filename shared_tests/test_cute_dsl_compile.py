@@ -280,11 +280,15 @@ def test_extent_one_dims_get_row_major_strides():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_gemm_takes_wgmma_when_tma_can_load_the_operands(fake_backend, dtype):
     b, kernels = fake_backend
+    decode, gemm = {"BM": 64, "BN": 64, "STAGES": 6}, {"BM": 128, "BN": 256, "STAGES": 4}
     for m, n, k in ((4096, 4096, 4096), (1, 64, 64), (97, 32, 1024)):  # any M; K, N multiples of 8
         a, w = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
         b.implementations()["matmul"](a, w, torch.empty(m, n, dtype=dtype))
         assert kernels.builds[-1][:3] == ("matmul", dtype, "wgmma"), (m, n, k)
-        assert kernels.builds[-1][3] == {"BM": 128, "BN": 256, "STAGES": 4}
+        # M <= 16 (decode) takes the narrow 64 x 64 tile with a deeper ring, the rest the 128 x 256 GEMM tile
+        assert b.config_for("matmul", dtype, {"M": m, "N": n, "K": k}) == (decode if m <= 16 else gemm), (m, n, k)
+    # one compile per tile (97 x 32 reuses the 128 x 256 kernel), each the config its calls asked for
+    assert [bld[3] for bld in kernels.builds if bld[0] == "matmul"] == [gemm, decode]
     a, w = torch.randn(3, 7, 16, dtype=dtype), torch.randn(3, 16, 24, dtype=dtype)
     b.implementations()["bmm"](a, w, torch.empty(3, 7, 24, dtype=dtype))
     assert kernels.builds[-1][:3] == ("bmm", dtype, "wgmma")
