@@ -145,12 +145,18 @@ def test_cutile_py_softmax_sm90():
     assert re.match(r"\d+ blocks/SM on sm_90", _section(out, "occupancy")), out
 
 
-def test_triton_matmul_sm90(tmp_path):
+def _inspect_triton(*args: str):
+    """`tilerosetta inspect --backend triton ARGS`, which must succeed (skipped without triton or cuobjdump)."""
     _need_cuobjdump()
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton not installed")
-    res = _cli("--backend", "triton", "--op", "matmul", "--top", "40", "--save", str(tmp_path))
+    res = _cli("--backend", "triton", *args)
     assert res.returncode == 0, res.stderr
+    return res
+
+
+def test_triton_matmul_sm90(tmp_path):
+    res = _inspect_triton("--op", "matmul", "--top", "40", "--save", str(tmp_path))
     saved = list(tmp_path.glob("*.cubin"))
     assert len(saved) == 1 and saved[0].read_bytes()[:4] == b"\x7fELF", saved
     assert "matmul_kernel" in res.stdout and _section(res.stdout, "threads") == "256"
@@ -160,11 +166,7 @@ def test_triton_matmul_sm90(tmp_path):
 def test_triton_inspect_compiles_with_the_launch_register_cap():
     # layer_norm's launch at N 8192 caps registers at 40 (kernels/triton/layer_norm.py); without the cap the
     # kernel inspect shows takes ~49 and is not the one that runs.
-    _need_cuobjdump()
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("triton not installed")
-    res = _cli("--backend", "triton", "--op", "layer_norm", "--size", "0")
-    assert res.returncode == 0, res.stderr
+    res = _inspect_triton("--op", "layer_norm", "--size", "0")
     assert "maxnreg 40" in res.stdout and _section(res.stdout, "registers") == "40 (cap 40)", res.stdout
 
 
@@ -172,11 +174,7 @@ def test_triton_inspect_specialises_each_16_divisible_size_as_the_launcher_does(
     # At M = 1 the strides and N, K are still multiples of 16: Triton's launcher specialises on each such
     # argument, so the decode GEMV that runs loads with 128-bit cp.async. Marking the sizes divisible only
     # when every dim is (M = 1 is not) showed a scalar-load kernel that never runs.
-    _need_cuobjdump()
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("triton not installed")
-    res = _cli("--backend", "triton", "--op", "matmul", "--size", "2", "--top", "60")
-    assert res.returncode == 0, res.stderr
+    res = _inspect_triton("--op", "matmul", "--size", "2", "--top", "60")
     assert "M1_N4096_K4096" in res.stdout and re.search(r"LDGSTS\.E\.BYPASS\.128", res.stdout), res.stdout
     assert not re.search(r"LDG\.E\.U16", res.stdout), res.stdout
 
