@@ -138,13 +138,7 @@ def test_knob_name_table_matches_each_space(name):
     assert listed - knobs == set(), f"KNOB_NAMES names {sorted(listed - knobs)} that {name} has no knob for"
 
 
-def _committed_entries():
-    table = tuning.load_table()["entries"]
-    return [(b, op, dt, arch, cls, e) for b, ops in table.items() for op, dts in ops.items()
-            for dt, archs in dts.items() for arch, classes in archs.items() for cls, e in classes.items()]
-
-
-@pytest.mark.parametrize("entry", _committed_entries(), ids=lambda e: "/".join(e[:5]))
+@pytest.mark.parametrize("entry", tuning.entries(), ids=lambda e: "/".join(e[:5]))
 def test_every_committed_tuned_entry_is_still_honoured(entry, monkeypatch):
     """The committed table keeps steering the GPU: each entry passes its backend's check and is what a call
     of its own case uses (an entry the new validation refused would silently change GPU behaviour)."""

@@ -18,16 +18,11 @@ from tilerosetta.specs import DTYPE_NAMES, SPECS
 
 def _entries():
     seen, out = set(), []
-    for name, ops in tuning.load_table()["entries"].items():
-        for op, dts in ops.items():
-            for dt, archs in dts.items():
-                for arch, classes in archs.items():
-                    for cls, e in classes.items():
-                        key = (name, op, dt, arch, tuple(sorted(e["config"].items())))
-                        if key not in seen:  # one check per distinct configuration
-                            seen.add(key)
-                            out.append(pytest.param((name, op, dt, arch, dict(e["config"])),
-                                                    id=f"{name}-{op}-{dt}-{arch}-{cls}"))
+    for name, op, dt, arch, cls, e in tuning.entries():
+        key = (name, op, dt, arch, tuple(sorted(e["config"].items())))
+        if key not in seen:  # one check per distinct configuration
+            seen.add(key)
+            out.append(pytest.param((name, op, dt, arch, dict(e["config"])), id=f"{name}-{op}-{dt}-{arch}-{cls}"))
     return out
 
 

@@ -97,6 +97,13 @@ def load_table(path: str | os.PathLike = TABLE) -> dict:
     return _load_cached(str(path), mtime)
 
 
+def entries(path: str | os.PathLike = TABLE) -> list[tuple[str, str, str, str, str, dict]]:
+    """Every entry of the table as (backend, op, dtype, arch, size class, entry), in file order."""
+    table = load_table(path)["entries"]
+    return [(b, op, dt, arch, cls, e) for b, ops in table.items() for op, dts in ops.items()
+            for dt, archs in dts.items() for arch, classes in archs.items() for cls, e in classes.items()]
+
+
 def lookup(backend: str, op: str, dtype, arch: str | None, dims: dict[str, int],
            path: str | os.PathLike = TABLE) -> dict[str, Any] | None:
     """The tuned config for this backend/op/dtype/arch and the size class of dims, or None."""
