@@ -284,6 +284,8 @@ def test_decode_matmul_default_takes_narrow_tiles_in_the_sweep_space():
         cfg = ext.default_config("matmul", "bf16", {"M": 1, "N": n, "K": 4096})
         assert (cfg["BM"], cfg["BN"], cfg["BK"]) == (16, bn, 256), cfg
         assert cfg in space
-    assert ext.default_config("matmul", "bf16", {"M": 17, "N": 4096, "K": 4096})["BM"] == 128
+    from tilerosetta.specs import DECODE_TILE_MAX_M  # the Rust DECODE_MAX_M must agree with the spec's
+    assert ext.default_config("matmul", "bf16", {"M": DECODE_TILE_MAX_M, "N": 4096, "K": 4096})["BM"] == 16
+    assert ext.default_config("matmul", "bf16", {"M": DECODE_TILE_MAX_M + 1, "N": 4096, "K": 4096})["BM"] == 128
     assert ext.default_config("bmm", "bf16", {"Bt": 1, "M": 1, "N": 4096, "K": 4096})["BM"] == 128
     assert ext.default_config("matmul", "fp32", {"M": 1, "N": 4096, "K": 4096})["BM"] == 128

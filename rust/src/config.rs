@@ -77,7 +77,8 @@ pub fn row_block_rows(dtype: DType, m: Option<i64>, n: Option<i64>) -> i64 {
 
 /// Widest fp16/bf16 row that `row_block_rows` gives two rows per block.
 pub const ROW_TWO_ROWS_MAX: i64 = 4096;
-/// matmul rows up to which the decode tiles are the default (a batch of decode tokens).
+/// matmul rows up to which the decode tiles are the default (a batch of decode tokens): the native copy
+/// of python/tilerosetta/specs/base.py DECODE_TILE_MAX_M (test_cutile_rs_adapter checks they agree).
 pub const DECODE_MAX_M: i64 = 16;
 
 /// The configuration an ordinary call uses. `dims` are the op's symbolic dims (M, N, H, D, ...).

@@ -27,7 +27,7 @@ import torch
 
 from tilerosetta.backends.base import _NO_PLAN, Backend, current_stream_handle, sm_count
 from tilerosetta.errors import native_refusal
-from tilerosetta.specs import OP_NAMES, dtype_name, get_spec
+from tilerosetta.specs import OP_NAMES, decode_tiles, dtype_name, get_spec
 
 try:
     import tilerosetta_tile_cpp as _mod
@@ -75,15 +75,12 @@ def row_entry(op: str, kernel: str, config: dict, dims: dict) -> str:
     return kernel if dims["N"] <= config["TN"] else kernel + "_loop"
 
 
-DECODE_MAX_M = 16  # matmul rows up to which the decode tiles (tr_kernels.h) are the default
-
-
 def _matmul_default(dtype, dims):
     # Decode (M <= 16, 16-bit): the weight is streamed once; 16 x 32 tiles give N 4096 128 blocks (64 x 64
     # gave 64), 16 x 64 past one wave of those (N 14336: 224), 256-deep K steps. On the H200 at M=1 each
     # beat the other decode tile (bench/results/decode/sweep-tile_cpp-*); cutile_py and cutile_rs were fastest
     # at 16 x 128 with N 14336 (32.3 vs 36.6 us), a tile not instantiated here yet.
-    if dtype != torch.float32 and dims.get("M", DECODE_MAX_M + 1) <= DECODE_MAX_M:
+    if dtype != torch.float32 and decode_tiles(dims):
         return {"TM": 16, "TN": 32 if dims.get("N", 4096) <= 32 * sm_count() else 64, "TK": 256, "W": 0}
     return _gemm_default(dtype, dims)
 

@@ -122,6 +122,15 @@ class Case:
 
 
 SMALL_M = 64  # matmul rows up to which a product is a weight stream (decode) rather than a GEMM
+# matmul rows up to which the backends default to their 16-bit decode tiles: one 16-row tile of A, so the
+# weight streams once (above it, up to SMALL_M, their GEMM tiles; rust/src/config.rs DECODE_MAX_M is the
+# native copy, checked by test_cutile_rs_adapter).
+DECODE_TILE_MAX_M = 16
+
+
+def decode_tiles(dims: dict[str, int]) -> bool:
+    """A matmul call whose M (<= DECODE_TILE_MAX_M) takes the decode tiles by default."""
+    return int(dims.get("M", DECODE_TILE_MAX_M + 1)) <= DECODE_TILE_MAX_M
 
 
 def small_m_class(dims: dict[str, int]) -> str:

@@ -39,14 +39,13 @@ its row each thread keeps in registers between the reduction and the write (one 
 
 from __future__ import annotations
 
-from tilerosetta.specs import family_ops
+from tilerosetta.specs import decode_tiles, family_ops
 
 ROW_OPS = family_ops("rows")  # the spec's "rows" family: softmax, rms_norm, layer_norm, add_rms_norm
 ELEMENTWISE_OPS = ("vector_add", "silu_and_mul", "rope")
 GEMM_OPS = ("matmul", "bmm")
 MAX_THREADS = 1024
 GEMM_BK = 64  # K per pipeline stage (gemm_wgmma.BK)
-DECODE_MAX_M = 16  # matmul rows up to which the decode tile is the default (a batch of decode tokens)
 SMEM_LIMIT = 227 * 1024  # H100/H200 shared memory per CTA (opt-in maximum)
 
 
@@ -78,7 +77,7 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
         return {"WARPS_PER_ROW": 16, "ROWS": 1}
     if op == "transpose":
         return {"TILE": 64}
-    if op == "matmul" and dims.get("M", DECODE_MAX_M + 1) <= DECODE_MAX_M:
+    if op == "matmul" and decode_tiles(dims):
         # decode: the weight is streamed once; the narrowest tile the wgmma GEMM takes (64 x 64: N 4096 -> 64
         # CTAs, 14336 -> 224; 128 x 256 gave 16 and 56) and a deep ring (6 x 16 KB) for bytes in flight
         return {"BM": 64, "BN": 64, "STAGES": 6}

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from tilerosetta.backends.base import H200_SM_COUNT
 from tilerosetta.kernels.attention_split import packed_rows, split_plan
-from tilerosetta.specs import family_ops
+from tilerosetta.specs import decode_tiles, family_ops
 
 # The "rows" family (OpSpec.family): kernels that walk rows of (M, N) with plan_rows share the row table
 # and sweep below.
@@ -122,8 +122,8 @@ def _mm_sweep(base):
     return out
 
 
-# Decode (M <= 16): the product streams the weight once, so the tiles are chosen for bytes in flight, not
-# reuse: one 16-row tile of A, narrow BN, a deep BK per load. `sweep --where BM=16` times only these. The
+# Decode (M <= 16, specs.DECODE_TILE_MAX_M): the product streams the weight once, so the tiles are chosen
+# for bytes in flight, not reuse: one 16-row tile of A, narrow BN, a deep BK per load. `sweep --where BM=16` times only these. The
 # H200 sweep at M=1 (bench/results/decode/) preferred fewer, wider blocks to one per SM: BN 64 BK 128 at
 # N 4096 (64 blocks, 16.4 us vs 17.1 for decode_config's 128) and BN 128 BK 256 at N 14336 (112 blocks,
 # 32.3 vs 36.6 us): those are tuned entries; M = 2..16 and fp16 keep decode_config (not swept).
@@ -151,9 +151,6 @@ def table_key(op: str, dtype_name: str, dims: dict[str, int] | None = None) -> s
     return dtype_name if dtype_name in rows else "*"
 
 
-DECODE_MAX_M = 16  # matmul rows up to which the decode tiles are the default (a batch of decode tokens)
-
-
 def decode_config(n: int) -> dict[str, Any]:
     """The decode matmul default where no sweep entry applies: BN 32 while N / 32 blocks still fit about one
     wave (N 4096 -> 128 blocks), else 64 (N 14336 -> 224); 256-deep K steps. The 128x256 GEMM tile gave
@@ -163,7 +160,7 @@ def decode_config(n: int) -> dict[str, Any]:
 
 
 def default_config(op: str, dtype_name: str, dims: dict[str, int] | None = None) -> dict[str, Any]:
-    if op == "matmul" and dtype_name != "fp32" and dims and dims.get("M", DECODE_MAX_M + 1) <= DECODE_MAX_M:
+    if op == "matmul" and dtype_name != "fp32" and dims and decode_tiles(dims):
         return decode_config(dims.get("N", 4096))
     return dict(DEFAULTS[op][table_key(op, dtype_name, dims)])
 
