@@ -17,19 +17,17 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from tilerosetta.bench.timing import time_gpu
+from tilerosetta.bench.timing import L2Flusher, time_gpu
 
 
 def flushers():
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
-    buf.zero_()
-    sink = torch.empty((), dtype=torch.int64, device="cuda")
-    return l2, {
+    read = L2Flusher()  # the timer's own flush; the others zero (part of) its buffer
+    buf = read.buffer
+    return read.nbytes // 2, {
         "none": None,
         "zero": lambda: buf.zero_(),
-        "read": lambda: torch.sum(buf, 0, dtype=torch.int64, out=sink),
-        "zero_then_read": lambda: (buf[: buf.numel() // 2].zero_(), torch.sum(buf, 0, dtype=torch.int64, out=sink)),
+        read.kind: read,
+        "zero_then_read": lambda: (buf[: buf.numel() // 2].zero_(), read()),
     }
 
 
