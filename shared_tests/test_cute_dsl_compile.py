@@ -52,7 +52,10 @@ def _specializations(op, dtype, variant):
     for dims in [c.dims for c in tuple(spec.cases) + tuple(spec.bench_cases)] + list(extra):
         c = adapter.specialization(op, dtype, variant, dims, cfgmod.default_config(op, dtype_name(dtype), dims))
         # attention's wgmma kernel: also its simple form (PIPE=0, PACK=0: TILEROSETTA_CUTE_DSL_ATTENTION=simple)
-        for c in [c] + ([{**c, "PIPE": 0, "PACK": 0}] if op == "attention" and c.get("PIPE") else []):
+        # transpose: also the other tile order (OUT_ROWS)
+        others = ([{**c, "PIPE": 0, "PACK": 0}] if op == "attention" and c.get("PIPE") else
+                  [{**c, "OUT_ROWS": 1 - c["OUT_ROWS"]}] if op == "transpose" else [])
+        for c in [c] + others:
             if c not in seen:
                 seen.append(c)
     return seen

@@ -279,11 +279,15 @@ def test_compile_only_refuses_wrong_dims():
 def test_decode_matmul_default_takes_narrow_tiles_in_the_sweep_space():
     """M <= 16 streams the weight once: about one block per SM (N 4096 / BN 32 = 128; the 128x256 GEMM tile
     gave 16 blocks), and the sweep space holds those tiles."""
+    from tilerosetta.specs import decode_panel  # rust decode_panel is a native copy of the spec's rule
+
     space = ext.config_space("matmul", "bf16")
-    for n, bn in ((4096, 32), (14336, 64)):
+    for n, bn in ((4096, 32), (14336, 128)):
         cfg = ext.default_config("matmul", "bf16", {"M": 1, "N": n, "K": 4096})
         assert (cfg["BM"], cfg["BN"], cfg["BK"]) == (16, bn, 256), cfg
         assert cfg in space
+    for n in (1, 3072, 3073, 6144, 6145, 12288, 12289, 14336, 1 << 20):
+        assert ext.default_config("matmul", "bf16", {"M": 1, "N": n, "K": 64})["BN"] == decode_panel(n), n
     from tilerosetta.specs import DECODE_TILE_MAX_M  # the Rust DECODE_MAX_M must agree with the spec's
     assert ext.default_config("matmul", "bf16", {"M": DECODE_TILE_MAX_M, "N": 4096, "K": 4096})["BM"] == 16
     assert ext.default_config("matmul", "bf16", {"M": DECODE_TILE_MAX_M + 1, "N": 4096, "K": 4096})["BM"] == 128

@@ -202,3 +202,15 @@ def test_rel_error_never_passes_nan():
     out[2] = float("nan")
     assert math.isinf(rel_error(out, ref))
     assert rel_error(torch.ones(4), ref) == 0.0
+
+
+def test_decode_panel_is_the_widest_panel_with_enough_blocks():
+    from tilerosetta.specs import decode_panel
+    from tilerosetta.specs.base import DECODE_MIN_BLOCKS, DECODE_PANELS
+
+    assert [decode_panel(n) for n in (1, 4096, 8192, 14336, 1 << 20)] == [32, 32, 64, 128, 128]
+    for n in range(1, 40000, 37):
+        bn = decode_panel(n)
+        wider = [p for p in DECODE_PANELS if p > bn]
+        assert bn == DECODE_PANELS[-1] or -(-n // bn) >= DECODE_MIN_BLOCKS, n
+        assert all(-(-n // p) < DECODE_MIN_BLOCKS for p in wider), n  # no wider panel had blocks enough

@@ -48,6 +48,14 @@ def test_looped_row_kernels(triton_backend, op, dtype, m, n):
     _check(triton_backend, op, dtype, Case({"M": m, "N": n}), {"single_max": 0, "loop_block": 64}, seed=m * n)
 
 
+@pytest.mark.parametrize("out_rows", [0, 1])
+@pytest.mark.parametrize("m,n", [(1, 1), (17, 31), (100, 300), (300, 100)])
+def test_transpose_both_tile_orders(triton_backend, out_rows, m, n):
+    # 32 x 16 tiles: several row and column blocks, ragged on both sides, in either fastest-index order.
+    _check(triton_backend, "transpose", torch.float32, Case({"M": m, "N": n}),
+           {"BLOCK_M": 32, "BLOCK_N": 16, "OUT_ROWS": out_rows}, seed=m + n)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_name)
 @pytest.mark.parametrize("blocks", [(32, 64), (64, 32), (16, 16)])
 @pytest.mark.parametrize("s,causal", [(1, True), (17, True), (100, False), (100, True), (129, True)])

@@ -16,11 +16,12 @@
   X(vector_add, fp16, __half, 1024) X(vector_add, fp16, __half, 4096) \
   X(vector_add, bf16, __nv_bfloat16, 1024) X(vector_add, bf16, __nv_bfloat16, 4096)
 
-// transpose: TM x TN input tile
+// transpose: TM x TN input tile (16-bit 128 x 128: the tile TileGym's cuTile transpose takes for M, N >= 4096)
 #define TR_TRANSPOSE_KERNELS(X) \
   X(transpose, fp32, float, 32, 32) X(transpose, fp32, float, 64, 64) \
-  X(transpose, fp16, __half, 64, 64) X(transpose, fp16, __half, 128, 64) \
-  X(transpose, bf16, __nv_bfloat16, 64, 64) X(transpose, bf16, __nv_bfloat16, 128, 64)
+  X(transpose, fp16, __half, 64, 64) X(transpose, fp16, __half, 128, 64) X(transpose, fp16, __half, 128, 128) \
+  X(transpose, bf16, __nv_bfloat16, 64, 64) X(transpose, bf16, __nv_bfloat16, 128, 64) \
+  X(transpose, bf16, __nv_bfloat16, 128, 128)
 
 // The "rows" family (OpSpec.family = "rows": softmax and the norms): TM rows per block, TN
 // columns per chunk (looped over N; a row with N <= TN is loaded once), OCC the occupancy hint (see
@@ -67,8 +68,10 @@
   X(op, fp32, float, 64, 64, 32, 0) X(op, fp32, float, 128, 128, 32, 0) \
   TR_GEMM_KERNELS_16(X, op, fp16, __half) TR_GEMM_KERNELS_16(X, op, bf16, __nv_bfloat16)
 // Decode (matmul at M <= 16: the weight streamed once): one 16-row tile of A, narrow TN so that N / TN
-// blocks cover the SMs (N 4096 / 32 = 128), a deep TK per load.
-#define TR_MATMUL_DECODE_KERNELS_16(X, dt, CT) X(matmul, dt, CT, 16, 32, 256, 0) X(matmul, dt, CT, 16, 64, 256, 0)
+// blocks cover the SMs (N 4096 / 32 = 128), a deep TK per load. 16 x 64 x 128 and 16 x 128 x 256: the tiles the
+// H200 sweep at M=1 chose for cuTile Python and cuTile-rs (N 4096 and 14336; bench/results/decode/).
+#define TR_MATMUL_DECODE_KERNELS_16(X, dt, CT) X(matmul, dt, CT, 16, 32, 256, 0) X(matmul, dt, CT, 16, 64, 256, 0) \
+  X(matmul, dt, CT, 16, 64, 128, 0) X(matmul, dt, CT, 16, 128, 256, 0)
 #define TR_MATMUL_KERNELS(X)                                                                       \
   TR_GEMM_KERNELS(X, matmul)                                                                       \
   TR_MATMUL_DECODE_KERNELS_16(X, fp16, __half) TR_MATMUL_DECODE_KERNELS_16(X, bf16, __nv_bfloat16)

@@ -21,11 +21,16 @@ pub type Config = Vec<(&'static str, i64)>;
 ///   a producer warp plus two consumer warpgroups (384 threads), each issuing 64 x BN wgmma.
 pub const HINTS: [&str; 2] = ["OCC", "W"];
 
+/// Switch keys (0 or 1) among an op's tile parameters:
+/// * OUT_ROWS (transpose): 1 runs x's row tiles fastest, so consecutive blocks write along a row band of out
+///   (the mapped kernel, ops/transpose.rs); 0 the partition's own order, out's row tiles fastest.
+pub const FLAGS: [&str; 1] = ["OUT_ROWS"];
+
 /// The tunable parameter names of an op, in the order kernels take them, then the hint keys.
 pub fn param_names(op: &str) -> &'static [&'static str] {
     match op {
         "vector_add" => &["BLOCK", "OCC", "W"],
-        "transpose" => &["BM", "BN", "OCC", "W"],
+        "transpose" => &["BM", "BN", "OUT_ROWS", "OCC", "W"],
         op if is_row_op(op) => &["BR", "BN", "OCC", "W"],
         "silu_and_mul" => &["BR", "BH", "OCC", "W"],
         "rope" => &["BS", "OCC", "W"],
@@ -81,13 +86,23 @@ pub const ROW_TWO_ROWS_MAX: i64 = 4096;
 /// of python/tilerosetta/specs/base.py DECODE_TILE_MAX_M (test_cutile_rs_adapter checks they agree).
 pub const DECODE_MAX_M: i64 = 16;
 
+/// Columns of a decode tile for an N-column weight: the widest of 128, 64, 32 that still gives at least 96
+/// blocks (N 4096 -> 32, 14336 -> 128). The native copy of python/tilerosetta/specs/base.py decode_panel
+/// (test_cutile_rs_adapter checks they agree), where the H200 sweeps behind it are cited.
+pub fn decode_panel(n: i64) -> i64 {
+    [128, 64, 32].into_iter().find(|bn| (n + bn - 1) / bn >= 96).unwrap_or(32)
+}
+
 /// The configuration an ordinary call uses. `dims` are the op's symbolic dims (M, N, H, D, ...).
 pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
     let dim = |n: &str| dims.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
     let half = dtype != DType::F32;
     let cfg: Config = match op {
         "vector_add" => vec![("BLOCK", 1024)],
-        "transpose" => vec![("BM", 64), ("BN", 64)],
+        // 16-bit: the H200 sweep's winner (bench/results/transpose/: 128 x 128, out's column tiles fastest,
+        // 68.9 / 261.6 us at 8192^2 / 16384^2 against 71.2 / 286.0 for 64 x 64 in the partition's order).
+        "transpose" if half => vec![("BM", 128), ("BN", 128), ("OUT_ROWS", 1)],
+        "transpose" => vec![("BM", 64), ("BN", 64), ("OUT_ROWS", 0)],
         // The whole row in one tile when it fits (one pass over x, as cuTile Python's kernels);
         // otherwise chunks. A tile wider than the row would only load padding.
         op if is_row_op(op) => {
@@ -108,8 +123,7 @@ pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
         // one block per SM (N 4096 / 32 = 128) and a deep K step; the 128x256 tile gave 16 blocks. The
         // H200 sweep at M=1 preferred 16x64 BK 128 (N 4096) and 16x128 BK 256 (N 14336): tuned entries.
         "matmul" if half && dim("M").is_some_and(|m| m <= DECODE_MAX_M) => {
-            let bn = if dim("N").unwrap_or(4096) <= 32 * 132 { 32 } else { 64 };
-            vec![("BM", 16), ("BN", bn), ("BK", 256)]
+            vec![("BM", 16), ("BN", decode_panel(dim("N").unwrap_or(4096))), ("BK", 256)]
         }
         // fp16/bf16: 128x256 with 8 worker warps = producer + 2 consumer warpgroups, 64x256x16 wgmma
         // (the resource profile of cuTile Python's tuned matmul). fp32 operands are twice the bytes
@@ -141,7 +155,9 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
         }
         "transpose" => {
             for (m, n) in [(32, 32), (64, 64), (64, 128), (128, 64), (128, 128)] {
-                out.push(vec![("BM", m), ("BN", n), ("OCC", 0), ("W", 0)]);
+                for rows in [0, 1] {
+                    out.push(vec![("BM", m), ("BN", n), ("OUT_ROWS", rows), ("OCC", 0), ("W", 0)]);
+                }
             }
         }
         op if is_row_op(op) => {
@@ -156,8 +172,12 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
                 }
             }
             // Two compute warpgroups for the widest one-pass row (half the instructions per thread, 80
-            // registers at OCC 2 for softmax, no spills: bench/GAPS.md, cutile_rs softmax).
+            // registers at OCC 2 for softmax, no spills: bench/GAPS.md, cutile_rs softmax), and for the
+            // 8192-element tiles of the norms' bench rows (one warpgroup computes at W 0: gap cause 16).
             out.push(vec![("BR", 1), ("BN", ROW_ONE_PASS_MAX), ("OCC", 2), ("W", 8)]);
+            for (br, bn) in [(1, 8192), (2, 4096), (2, 8192)] {
+                out.push(vec![("BR", br), ("BN", bn), ("OCC", 2), ("W", 8)]);
+            }
         }
         "silu_and_mul" => {
             for bh in [256, 512, 1024, 2048] {
@@ -228,7 +248,11 @@ pub fn resolve(op: &str, dtype: DType, dims: &[(&str, i64)], given: &[(String, i
             ));
         };
         let pow2 = *value >= 1 && value & (value - 1) == 0;
-        if HINTS.contains(&slot.0) {
+        if FLAGS.contains(&slot.0) {
+            if !(*value == 0 || *value == 1) {
+                return Err(ArgError::new(op, "config", format!("switch {name}={value} must be 0 or 1")));
+            }
+        } else if HINTS.contains(&slot.0) {
             if !(*value == 0 || (pow2 && *value <= MAX_HINT)) {
                 return Err(ArgError::new(op, "config", format!("hint {name}={value} must be 0 (none) or a power of two in [1, {MAX_HINT}]")));
             }

@@ -143,7 +143,13 @@ fn default_tables_cover_every_op_and_are_in_their_space() {
                 assert_eq!(keys, config::param_names(op), "{op}");
                 for (k, v) in &cfg {
                     let pow2 = *v > 0 && v & (v - 1) == 0;
-                    let ok = if config::HINTS.contains(k) { *v == 0 || pow2 } else { pow2 };
+                    let ok = if config::HINTS.contains(k) {
+                        *v == 0 || pow2
+                    } else if config::FLAGS.contains(k) {
+                        *v == 0 || *v == 1
+                    } else {
+                        pow2
+                    };
                     assert!(ok, "{op}: {cfg:?}");
                 }
             }
@@ -299,19 +305,31 @@ fn matmul_and_bmm_fold_past_65535_tiles_on_grid_y_or_z() {
 #[test]
 fn transpose_folds_its_tiles_into_grid_x_only_past_65535() {
     // out (N, M) in (BN, BM) tiles: ceil(M / BM) is grid y. Tall x folds the grid into grid x (one block
-    // per tile, the `transpose_folded` kernel); wide x and ordinary shapes keep the 2-D kernel.
+    // per tile, the `transpose_folded` kernel); wide x and ordinary shapes keep the 2-D kernel (fp32, whose
+    // default keeps the partition's order: OUT_ROWS 0).
     let m = 65536 * 256;
     for (xs, outs, folded) in [([m, 2], [2, m], true), ([2, m], [m, 2], false), ([300, 500], [500, 300], false)] {
-        let r = req("transpose", DType::F16, vec![t("x", 256, &xs), t("out", 1 << 40, &outs)]);
+        let r = req("transpose", DType::F32, vec![t("x", 256, &xs), t("out", 1 << 40, &outs)]);
         let plan = ops::plan(&r).unwrap_or_else(|e| panic!("{xs:?}: {e}"));
         let grid = ops::transpose::tile_grid(&plan.dims, &plan.cfg);
         let (bm, bn) = (config::get(&plan.cfg, "BM") as i64, config::get(&plan.cfg, "BN") as i64);
         assert_eq!(grid, vec![(xs[1] + bn - 1) / bn, (xs[0] + bm - 1) / bm], "{xs:?}");
         assert_eq!(ops::folds(&grid), folded, "{xs:?}: {grid:?}");
-        let spec = ops::specs("transpose", DType::F16, &plan.cfg, &plan.dims).unwrap().remove(0);
+        let spec = ops::specs("transpose", DType::F32, &plan.cfg, &plan.dims).unwrap().remove(0);
         assert_eq!(spec.function, if folded { "transpose_folded" } else { "transpose" }, "{xs:?}");
         assert_eq!(spec.generics.len(), if folded { 5 } else { 3 }, "{:?}", spec.generics);
     }
+    // OUT_ROWS=1 (the 16-bit default) takes the mapped kernel at any size (out's column tiles fastest), 0 the
+    // 2-D kernel; a value past 1 is refused.
+    let mut r = req("transpose", DType::BF16, vec![t("x", 256, &[300, 500]), t("out", 1 << 40, &[500, 300])]);
+    for (given, function) in [(vec![], "transpose_folded"), (vec![("OUT_ROWS".to_string(), 0)], "transpose")] {
+        r.config = given;
+        let plan = ops::plan(&r).unwrap();
+        assert_eq!(ops::specs("transpose", DType::BF16, &plan.cfg, &plan.dims).unwrap()[0].function, function);
+    }
+    r.config = vec![("OUT_ROWS".into(), 2)];
+    let e = err(&r);
+    assert!(e.arg == "config" && e.message.contains("OUT_ROWS=2 must be 0 or 1"), "{e}");
     // Folded past grid x's 2^31 - 1 blocks (1-element tiles of a 70000 x 40000 matrix, beyond the
     // element limit too, so only the grid check is exercised by asking it directly): refused, naming x.
     let r = req("transpose", DType::F16, vec![t("x", 256, &[2, 2]), t("out", 1 << 40, &[2, 2])]);

@@ -275,14 +275,15 @@ fn resource_table() {
     }
 }
 
-/// transpose past 65535 row tiles folds its tile grid into grid x (a mapped partition,
+/// transpose past 65535 row tiles (or OUT_ROWS=1) folds its tile grid into grid x (a mapped partition,
 /// rust/src/ops/transpose.rs): the flat-index loop must not cost the tiled access, i.e. tiles still
 /// move by TMA or 128-bit accesses, never 16 bits at a time, as in the 2-D kernel.
 #[test]
 fn folded_transpose_moves_whole_tiles() {
     need_cuobjdump();
-    for dims in [vec![8192, 8192], vec![65536 * 128 + 64, 64]] {
-        for (tag, cubin) in cubins("transpose", DType::BF16, dims.clone(), vec![]) {
+    // the bench shape in both tile orders (the 16-bit default OUT_ROWS=1 takes the mapped kernel), the folded shape
+    for (dims, cfg) in [(vec![8192, 8192], vec![]), (vec![8192, 8192], vec![("OUT_ROWS", 0)]), (vec![65536 * 128 + 64, 64], vec![])] {
+        for (tag, cubin) in cubins("transpose", DType::BF16, dims.clone(), cfg.clone()) {
             let sass = sass_of(&tag, &cubin);
             let a = access(&sass);
             let stores = |p: &str| sass.lines().filter(|l| l.contains(p)).count();

@@ -27,7 +27,7 @@ import torch
 
 from tilerosetta.backends.base import _NO_PLAN, Backend, current_stream_handle, sm_count
 from tilerosetta.errors import native_refusal
-from tilerosetta.specs import OP_NAMES, decode_tiles, dtype_name, get_spec
+from tilerosetta.specs import OP_NAMES, decode_panel, decode_tiles, dtype_name, get_spec
 
 try:
     import tilerosetta_tile_cpp as _mod
@@ -76,12 +76,10 @@ def row_entry(op: str, kernel: str, config: dict, dims: dict) -> str:
 
 
 def _matmul_default(dtype, dims):
-    # Decode (M <= 16, 16-bit): the weight is streamed once; 16 x 32 tiles give N 4096 128 blocks (64 x 64
-    # gave 64), 16 x 64 past one wave of those (N 14336: 224), 256-deep K steps. On the H200 at M=1 each
-    # beat the other decode tile (bench/results/decode/sweep-tile_cpp-*); cutile_py and cutile_rs were fastest
-    # at 16 x 128 with N 14336 (32.3 vs 36.6 us), a tile not instantiated here yet.
+    # Decode (M <= 16, 16-bit): the weight is streamed once; the spec's decode panel (N 4096: 16 x 32, 128
+    # blocks; N 14336: 16 x 128, 112 blocks), 256-deep K steps (H200 sweeps: bench/results/decode/).
     if dtype != torch.float32 and decode_tiles(dims):
-        return {"TM": 16, "TN": 32 if dims.get("N", 4096) <= 32 * sm_count() else 64, "TK": 256, "W": 0}
+        return {"TM": 16, "TN": decode_panel(dims.get("N", 4096)), "TK": 256, "W": 0}
     return _gemm_default(dtype, dims)
 
 
@@ -107,7 +105,9 @@ def _attention_default(dtype, dims):
 # An op of the "rows" family (OpSpec.family) without an entry takes _row_default.
 DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     "vector_add": lambda dtype, dims: {"TILE": 4096 if dims.get("N", 1 << 30) >= 1 << 20 else 1024},
-    "transpose": lambda dtype, dims: {"TM": 32, "TN": 32} if dtype == torch.float32 else {"TM": 64, "TN": 64},
+    # 16-bit 128 x 128: the H200 sweep's winner at 8192^2 and 16384^2 (bench/results/transpose/: 67.0 / 260 us
+    # against 68.5 / 272 us for 64 x 64)
+    "transpose": lambda dtype, dims: {"TM": 32, "TN": 32} if dtype == torch.float32 else {"TM": 128, "TN": 128},
     "softmax": lambda dtype, dims: _row_default(dtype, dims, widest=16384),  # no weights beside the row
     "silu_and_mul": lambda dtype, dims: {"TM": 4, "TN": 256},
     # 16-bit: 32 positions at 4 CTAs/SM (OCC 8 caps at 64 registers and spills a little on sm_90;

@@ -9,7 +9,7 @@ import importlib
 import pkgutil
 
 from tilerosetta.specs.base import (DECODE_TILE_MAX_M, DTYPE_NAMES, FLOAT_DTYPES, HALF_DTYPES, Case, OpSpec,
-                                    decode_tiles, dtype_name, parse_dtype, rel_error)
+                                    decode_panel, decode_tiles, dtype_name, parse_dtype, rel_error)
 
 _NOT_SPECS = frozenset({"base"})  # modules of this package that hold no op
 
@@ -62,4 +62,5 @@ def get_spec(op: str) -> OpSpec:
 
 
 __all__ = ["SPECS", "OP_NAMES", "family_ops", "get_spec", "Case", "OpSpec", "FLOAT_DTYPES", "HALF_DTYPES",
-           "DTYPE_NAMES", "dtype_name", "parse_dtype", "rel_error", "DECODE_TILE_MAX_M", "decode_tiles"]
+           "DTYPE_NAMES", "dtype_name", "parse_dtype", "rel_error", "DECODE_TILE_MAX_M", "decode_tiles",
+           "decode_panel"]

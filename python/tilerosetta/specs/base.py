@@ -133,6 +133,23 @@ def decode_tiles(dims: dict[str, int]) -> bool:
     return int(dims.get("M", DECODE_TILE_MAX_M + 1)) <= DECODE_TILE_MAX_M
 
 
+# Decode panels: the widest column panel (of DECODE_PANELS) that still gives at least DECODE_MIN_BLOCKS blocks.
+# H200 sweeps (bench/results/decode/, bf16, cuTile Python, cuTile-rs and CUDA Tile C++ alike): at N 14336,
+# 16 x 128 (112 blocks) beat 16 x 64 (224) at M = 1 and 16 (32.2-32.5 vs 35.4-37.5 us); at N 4096 and M = 16,
+# 16 x 32 (128 blocks) beat 16 x 64 (64). rust/src/config.rs decode_panel is the native copy (its adapter test
+# checks it against this one).
+DECODE_PANELS = (128, 64, 32)
+DECODE_MIN_BLOCKS = 96
+
+
+def decode_panel(n: int) -> int:
+    """Columns of a decode tile for an N-column weight: the widest panel with >= DECODE_MIN_BLOCKS blocks."""
+    for bn in DECODE_PANELS:
+        if -(-int(n) // bn) >= DECODE_MIN_BLOCKS:
+            return bn
+    return DECODE_PANELS[-1]
+
+
 def small_m_class(dims: dict[str, int]) -> str:
     """'_M<P>' (P the power of two >= M) for M <= SMALL_M, else '': decode-sized matmuls get tuned entries
     of their own instead of the GEMM's of the same largest dim. '_deepK' follows when K > N (a

@@ -3,9 +3,11 @@
 //!
 //! out's tile grid is (ceil(N/BN), ceil(M/BM)): the second count lands on grid y, capped at 65535 by
 //! CUDA. Past that (tall x, issue 16) the launch folds the grid into grid x (`ops::folds`):
-//! `transpose_folded` maps out's partition ([1, 1], linear) onto a 1-D launch of one block per out
-//! tile and gets both tile indices from the mapped index. Below it the plain 2-D kernel runs (the
-//! benchmarked one; the mapped loop costs code size for nothing there).
+//! `transpose_folded` maps out's partition ([1, 1], linear: out's column tiles fastest) onto a 1-D launch
+//! of one block per out tile and gets both tile indices from the mapped index. Below it the plain 2-D
+//! kernel runs, out's row tiles fastest (consecutive blocks read along a row band of x), unless the config
+//! asks for the other order (OUT_ROWS=1: consecutive blocks write along a row band of out, the order of
+//! tile_cpp's and TileGym's kernels; bench/GAPS.md), which the mapped kernel gives.
 
 use crate::args::{DType, Request};
 use crate::config::{self, Config};
@@ -55,7 +57,7 @@ pub fn tile_grid(dims: &[i32], cfg: &Config) -> Vec<i64> {
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (m, n) = (dims[0], dims[1]);
     let mut generics = vec![dtype.cutile_name().into(), config::get(cfg, "BM").to_string(), config::get(cfg, "BN").to_string()];
-    let folded = ops::folds(&tile_grid(dims, cfg));
+    let folded = ops::folds(&tile_grid(dims, cfg)) || config::get(cfg, "OUT_ROWS") == 1;
     if folded {
         generics.extend(LINEAR_MAP_2D.iter().map(|v| v.to_string()));
     }

@@ -6,6 +6,7 @@ Knobs:
   WARPS_PER_ROW  warps sharing one row of a row op (1: shuffles only; >1: plus one shared-memory step)
   ROWS           rows in flight per CTA of a row op (CTA = ROWS * WARPS_PER_ROW warps)
   TILE           square tile edge of transpose (staged through shared memory)
+  OUT_ROWS       transpose: 1 runs x's row tiles fastest (CTAs write along out's rows), 0 its column tiles
   BM, BN         C tile of a CTA in the Hopper GEMM (matmul, bmm: gemm_wgmma.py); BM / 64 warpgroups
   STAGES         depth of that GEMM's TMA -> shared-memory ring (each stage (BM + BN) x 64 halves)
   WS             1: that GEMM warp-specialised (a producer warpgroup issues the TMA loads, the BM / 64 consumer
@@ -75,8 +76,8 @@ def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
         if n <= 16384:
             return {"WARPS_PER_ROW": 8, "ROWS": 1}
         return {"WARPS_PER_ROW": 16, "ROWS": 1}
-    if op == "transpose":
-        return {"TILE": 64}
+    if op == "transpose":  # OUT_ROWS 1: the H200 sweep (bench/results/transpose/) 70.2 / 275 us vs 73.9 / 292
+        return {"TILE": 64, "OUT_ROWS": 0 if dtype == "fp32" else 1}
     if op == "matmul" and decode_tiles(dims):
         # decode: the weight is streamed once; the narrowest tile the wgmma GEMM takes (64 x 64: N 4096 -> 64
         # CTAs, 14336 -> 224; 128 x 256 gave 16 and 56) and a deep ring (6 x 16 KB) for bytes in flight
@@ -122,7 +123,7 @@ def config_space(op: str, dtype: str) -> list[dict]:
         return [{"WARPS_PER_ROW": w, "ROWS": r} for w in (1, 2, 4, 8, 16) for r in (1, 2, 4, 8)
                 if w * r <= 16]
     if op == "transpose":
-        return [{"TILE": t} for t in (32, 64)]
+        return [{"TILE": t, "OUT_ROWS": o} for t in (32, 64) for o in (0, 1)]
     if op in GEMM_OPS:
         # each tile plain ({BM, BN, STAGES}, as the default) and warp-specialised (WS=1)
         return [c for bm in (64, 128) for bn in (64, 128, 256) for st in (2, 3, 4, 5, 6)
@@ -181,5 +182,7 @@ def check_config(op: str, config: dict) -> None:
                 config["STAGES"] < 2 or attention_smem_bytes(config) > SMEM_LIMIT):
             raise ValueError(f"cute_dsl.{op}: STAGES={config['STAGES']} must be >= 2 and fit {SMEM_LIMIT} B of "
                              f"shared memory at D={ATTENTION_MAX_D} (needs {attention_smem_bytes(config)} B)")
+    if config.get("OUT_ROWS", 0) not in (0, 1) or isinstance(config.get("OUT_ROWS"), bool):
+        raise ValueError(f"cute_dsl.{op}: OUT_ROWS={config['OUT_ROWS']!r} must be 1 (x's row tiles fastest) or 0")
     if config.get("TILE") is not None and config["TILE"] not in (32, 64):
         raise ValueError(f"cute_dsl.{op}: TILE={config['TILE']} must be 32 or 64")

@@ -7,6 +7,8 @@ again). The tile has one padding column so that threads reading down a column sp
     a row of x, and writes one vector of a row of out gathered from `vec` rows of the tile.
   "scalar" variant (any M, N): one element per access, bounds-checked.
 At most 256 threads per CTA (fewer when a tile has fewer vectors); each moves TILE * TILE / threads elements.
+OUT_ROWS picks the fastest tile index of the flat grid: 0 x's column tiles (CTAs read along x's rows), 1 x's row
+tiles (CTAs write along out's rows, the order of tile_cpp's and TileGym's kernels; bench/GAPS.md).
 """
 
 from __future__ import annotations
@@ -27,14 +29,20 @@ def _threads(tile: int, vec: int) -> int:
 
 @cute.kernel
 def _transpose_kernel(gX: cute.Tensor, gO: cute.Tensor, m: cutlass.Int32, n: cutlass.Int32,
-                      tile: cutlass.Constexpr, vec: cutlass.Constexpr, threads: cutlass.Constexpr):
+                      tile: cutlass.Constexpr, vec: cutlass.Constexpr, threads: cutlass.Constexpr,
+                      out_rows: cutlass.Constexpr):
     # gX: ((1, vec), (M, N / vec)) and gO: ((1, vec), (N, M / vec)): vectors along rows
     tidx, _, _ = cute.arch.thread_idx()
     bid, _, _ = cute.arch.block_idx()
-    # One flat grid axis (x allows 2^31 - 1 blocks; y and z only 65535): tile (by, bx) of x, row-major.
-    tiles_n = (n + tile - 1) // tile
-    bx = bid % tiles_n
-    by = bid // tiles_n
+    # One flat grid axis (x allows 2^31 - 1 blocks; y and z only 65535): tile (by, bx) of x.
+    if cutlass.const_expr(out_rows):
+        tiles_m = (m + tile - 1) // tile
+        by = bid % tiles_m
+        bx = bid // tiles_m
+    else:
+        tiles_n = (n + tile - 1) // tile
+        bx = bid % tiles_n
+        by = bid // tiles_n
     smem = cutlass.memory.SmemAllocator()
     buf = smem.allocate_tensor(gX.element_type, cute.make_layout((tile, tile + 1), stride=(tile + 1, 1)),
                                byte_alignment=16)
@@ -63,11 +71,12 @@ def _transpose_kernel(gX: cute.Tensor, gO: cute.Tensor, m: cutlass.Int32, n: cut
 
 
 @cute.jit
-def transpose(mX: cute.Tensor, mO: cute.Tensor, stream, vec: cutlass.Constexpr, tile: cutlass.Constexpr):
+def transpose(mX: cute.Tensor, mO: cute.Tensor, stream, vec: cutlass.Constexpr, tile: cutlass.Constexpr,
+              out_rows: cutlass.Constexpr):
     m, n = cute.size(mX, mode=[0]), cute.size(mX, mode=[1])
     gX, gO = (cute.zipped_divide(t, (1, vec)) for t in (mX, mO))
     threads = _threads(tile, vec)
-    _transpose_kernel(gX, gO, m, n, tile, vec, threads).launch(
+    _transpose_kernel(gX, gO, m, n, tile, vec, threads, out_rows).launch(
         grid=[cute.ceil_div(n, tile) * cute.ceil_div(m, tile), 1, 1], block=[threads, 1, 1], stream=stream)
 
 
@@ -75,7 +84,7 @@ def build(dtype, variant, cfg):
     vec = common.vec_width(dtype, variant)
     m, n = common.sym(vec), common.sym(vec)
     x, out = common.fake(dtype, (m, n), vec), common.fake(dtype, (n, m), vec)
-    return transpose, (x, out, common.stream(), vec, cfg["TILE"])
+    return transpose, (x, out, common.stream(), vec, cfg["TILE"], bool(cfg.get("OUT_ROWS", 0)))
 
 
 def launch(compiled, x, out):

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from tilerosetta.backends.base import H200_SM_COUNT
 from tilerosetta.kernels.attention_split import packed_rows, split_plan
-from tilerosetta.specs import decode_tiles, family_ops
+from tilerosetta.specs import decode_panel, decode_tiles, family_ops
 
 # The "rows" family (OpSpec.family): kernels that walk rows of (M, N) with plan_rows share the row table
 # and sweep below.
@@ -41,7 +41,8 @@ def cdiv(a: int, b: int) -> int:
 # ---- the default table ---------------------------------------------------------------------------------
 # Keys: op -> dtype name ("fp32"/"fp16"/"bf16"/"*" for all) -> knobs.
 #  * elementwise (vector_add, silu_and_mul): TILE elements per block.
-#  * transpose: TM x TN tile (square: both sides of the transpose coalesce).
+#  * transpose: TM x TN tile (square: both sides of the transpose coalesce); OUT_ROWS=1 runs x's row tiles
+#    fastest, so consecutive blocks write along out's rows (kernels/cutile/transpose.py).
 #  * row ops: a row of N fits one tile when next_pow2(N) <= MAX_SINGLE (one read of x, reductions in
 #    registers); longer rows loop over LOOP_TN-wide tiles. Single-tile blocks take BM rows with
 #    BM*width <= ROW_ELEMS. SM_ELEMS is the number of elements each SM should hold in flight: the
@@ -59,7 +60,9 @@ _MM32 = {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8, "WARPS": 0, "CTAS": 0}
 DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "vector_add": {"*": {"TILE": 1024}},
     "silu_and_mul": {"*": {"TILE": 2048}},
-    "transpose": {"fp32": {"TM": 32, "TN": 32}, "*": {"TM": 64, "TN": 64}},
+    # 16-bit: the H200 sweep's winner at 8192^2 and 16384^2 (bench/results/transpose/; the same tile won on every
+    # backend): 64x64 with x's column tiles fastest ran 68.6 / 285 us, this 67.0 / 260 us.
+    "transpose": {"fp32": {"TM": 32, "TN": 32, "OUT_ROWS": 0}, "*": {"TM": 128, "TN": 128, "OUT_ROWS": 1}},
     **{op: {"fp32": dict(_ROW32), "*": dict(_ROW16)} for op in ROW_OPS},
     "rope": {"*": {"TS": 16, "OCC": 8}},  # 55 regs, 6 LDG.128 in flight per thread (exact kernel)
     "matmul": {"fp32": dict(_MM32), "*": dict(_MM16)},
@@ -83,7 +86,7 @@ _ROW_SPACE = {"MAX_SINGLE": (4096, 8192, 16384, 32768), "LOOP_TN": (512, 1024, 2
 SPACES: dict[str, dict[str, tuple]] = {
     "vector_add": {"TILE": (256, 512, 1024, 2048, 4096)},
     "silu_and_mul": {"TILE": (256, 512, 1024, 2048, 4096)},
-    "transpose": {"TM": (16, 32, 64, 128), "TN": (16, 32, 64, 128)},
+    "transpose": {"TM": (16, 32, 64, 128), "TN": (16, 32, 64, 128), "OUT_ROWS": (0, 1)},
     **{op: dict(_ROW_SPACE) for op in ROW_OPS},
     "rope": {"TS": (4, 8, 16, 32, 64, 128), "OCC": (0, 1, 2, 4, 8)},
     "matmul": {"BM": (16, 64, 128, 256), "BN": (32, 64, 128, 256), "BK": (32, 64, 128, 256, 512),
@@ -94,7 +97,7 @@ SPACES: dict[str, dict[str, tuple]] = {
 }
 SPACES["softmax"].update({k: (0, 1) for k in _SOFTMAX_FLAGS})
 HINT_KEYS = ("OCC", "WARPS", "CTAS")  # 0 allowed (compiler's choice)
-FLAG_KEYS = tuple(_SOFTMAX_FLAGS)  # 0 or 1
+FLAG_KEYS = (*_SOFTMAX_FLAGS, "OUT_ROWS")  # 0 or 1
 
 
 def _row_sweep(base):
@@ -126,7 +129,7 @@ def _mm_sweep(base):
 # for bytes in flight, not reuse: one 16-row tile of A, narrow BN, a deep BK per load. `sweep --where BM=16` times only these. The
 # H200 sweep at M=1 (bench/results/decode/) preferred fewer, wider blocks to one per SM: BN 64 BK 128 at
 # N 4096 (64 blocks, 16.4 us vs 17.1 for decode_config's 128) and BN 128 BK 256 at N 14336 (112 blocks,
-# 32.3 vs 36.6 us): those are tuned entries; M = 2..16 and fp16 keep decode_config (not swept).
+# 32.3 vs 36.6 us); at M = 16 16 x 32 (N 4096) and 16 x 128 (N 14336) won: decode_config's panel rule.
 _MM_DECODE = tuple({"BM": 16, "BN": bn, "BK": bk, "GROUP_M": 8, "WARPS": w, "CTAS": 0}
                    for bn in (32, 64, 128) for bk in (128, 256, 512) for w in (0, 4)
                    if bn * bk <= 32768)
@@ -152,11 +155,10 @@ def table_key(op: str, dtype_name: str, dims: dict[str, int] | None = None) -> s
 
 
 def decode_config(n: int) -> dict[str, Any]:
-    """The decode matmul default where no sweep entry applies: BN 32 while N / 32 blocks still fit about one
-    wave (N 4096 -> 128 blocks), else 64 (N 14336 -> 224); 256-deep K steps. The 128x256 GEMM tile gave
-    16 and 56 blocks: 21.7% / 67% of the copy rate at M=1 on the H200, 48% / 85% with the swept tiles."""
-    bn = 32 if n <= 32 * H200_SM_COUNT else 64
-    return {"BM": 16, "BN": bn, "BK": 256, "GROUP_M": 8, "WARPS": 0, "CTAS": 0}
+    """The decode matmul default where no sweep entry applies: the spec's decode panel (N 4096 -> 32 columns,
+    128 blocks; N 14336 -> 128, 112 blocks) and 256-deep K steps. The 128x256 GEMM tile gave 16 and 56
+    blocks: 21.7% / 67% of the copy rate at M=1 on the H200, 48% / 85% with the swept tiles."""
+    return {"BM": 16, "BN": decode_panel(n), "BK": 256, "GROUP_M": 8, "WARPS": 0, "CTAS": 0}
 
 
 def default_config(op: str, dtype_name: str, dims: dict[str, int] | None = None) -> dict[str, Any]:

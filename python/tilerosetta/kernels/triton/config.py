@@ -27,8 +27,11 @@ ROW_OPS = family_ops("rows")  # OpSpec.family: the kernels launched by row_launc
 _GPU: dict[str, dict[str, dict[str, Any]]] = {
     # key "*" = every dtype; a dtype name overrides it.
     "vector_add": {"*": {"BLOCK": 4096, "num_warps": 8}},
-    "transpose": {"*": {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4},
-                  "fp32": {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}},
+    # OUT_ROWS: 1 = x's row tiles fastest, consecutive programs write along out's rows (transpose.py). 16-bit:
+    # the H200 sweep's winner at 8192^2 and 16384^2 (bench/results/transpose/: 67.2 / 260 us; 64 x 64 with
+    # OUT_ROWS 0, the old default, was not among the 5 fastest).
+    "transpose": {"*": {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "OUT_ROWS": 1},
+                  "fp32": {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4, "OUT_ROWS": 0}},
     **{op: {"*": dict(_ROW_GPU)} for op in ROW_OPS},
     "silu_and_mul": {"*": {"BLOCK_M": 1, "BLOCK_H": 2048, "num_warps": 8}},
     "rope": {"*": {"BLOCK_R": 16, "num_warps": 4}},
@@ -120,8 +123,8 @@ def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
     if op == "vector_add":
         out = [{"BLOCK": b, "num_warps": w} for b, w in itertools.product((1024, 2048, 4096, 8192), (4, 8))]
     elif op == "transpose":
-        out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w}
-               for m, n, w in itertools.product((32, 64, 128), (32, 64, 128), (4, 8))]
+        out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "OUT_ROWS": o}
+               for m, n, w, o in itertools.product((32, 64, 128), (32, 64, 128), (4, 8), (0, 1))]
     elif op in ROW_OPS:
         out = [{"single_max": s, "loop_block": lb, "num_warps": w}
                for s, lb, w in itertools.product((4096, 16384, 32768), (2048, 4096, 8192), (4, 8, 16))]
@@ -156,7 +159,7 @@ def check(op: str, config: dict[str, Any]) -> None:
             raise ValueError(f"triton.{op}: unknown config key '{key}'; expected some of {sorted(known)}")
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"triton.{op}: config '{key}' must be a non-negative int, got {value!r}")
-        if key == "FIXUP" and value > 1:
-            raise ValueError(f"triton.{op}: config 'FIXUP' must be 0 or 1, got {value}")
+        if key in ("FIXUP", "OUT_ROWS") and value > 1:
+            raise ValueError(f"triton.{op}: config '{key}' must be 0 or 1, got {value}")
         if key in _POW2_KEYS and (value < 1 or value & (value - 1)):
             raise ValueError(f"triton.{op}: config '{key}' must be a power of two, got {value}")
