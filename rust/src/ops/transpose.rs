@@ -57,14 +57,15 @@ pub fn tile_grid(dims: &[i32], cfg: &Config) -> Vec<i64> {
 pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let (m, n) = (dims[0], dims[1]);
     let mut generics = vec![dtype.cutile_name().into(), config::get(cfg, "BM").to_string(), config::get(cfg, "BN").to_string()];
-    let folded = ops::folds(&tile_grid(dims, cfg)) || config::get(cfg, "OUT_ROWS") == 1;
-    if folded {
+    // the mapped (1-D) kernel: needed past grid y's limit, and it is the OUT_ROWS=1 order at any size
+    let mapped = ops::folds(&tile_grid(dims, cfg)) || config::get(cfg, "OUT_ROWS") == 1;
+    if mapped {
         generics.extend(LINEAR_MAP_2D.iter().map(|v| v.to_string()));
     }
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: if folded { "transpose_folded" } else { "transpose" },
+        function: if mapped { "transpose_folded" } else { "transpose" },
         generics,
         args: vec![ArgView::contiguous("out", 1, &[n, m]), ArgView::contiguous("x", 0, &[m, n])],
         options: config::compile_options(cfg),
