@@ -52,9 +52,9 @@ def _specializations(op, dtype, variant):
     for dims in [c.dims for c in tuple(spec.cases) + tuple(spec.bench_cases)] + list(extra):
         c = adapter.specialization(op, dtype, variant, dims, cfgmod.default_config(op, dtype_name(dtype), dims))
         # attention's wgmma kernel: also its simple form (PIPE=0, PACK=0: TILEROSETTA_CUTE_DSL_ATTENTION=simple)
-        # transpose: also the other tile order (OUT_ROWS)
+        # transpose: also the other tile order (OUT_ROWS) and the 128 x 128 tile
         others = ([{**c, "PIPE": 0, "PACK": 0}] if op == "attention" and c.get("PIPE") else
-                  [{**c, "OUT_ROWS": 1 - c["OUT_ROWS"]}] if op == "transpose" else [])
+                  [{**c, "OUT_ROWS": 1 - c["OUT_ROWS"]}, {**c, "TILE": 128}] if op == "transpose" else [])
         for c in [c] + others:
             if c not in seen:
                 seen.append(c)
@@ -90,6 +90,16 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
         # the row held in registers must really stay there: no local memory, no spill stores
         for k in cubin.analyse(elf):
             assert k.local == 0 and k.spill_stores == 0, f"{op} {cfg}: {k.name} spills ({k.local} B local)"
+    if cfg.get("CHUNKS", 0) >= 2 and toolchain.binary_tool("cuobjdump") is not None:
+        # and its loads go out back to back: the row's vectors (x, and r for add_rms_norm) are all loaded
+        # before the first reduction step, with no branch region (BSSY) opened among them (one that held a
+        # load and its use waited there for the data: a thread's loads went to memory one after another)
+        ops = _sass_opcodes(elf)
+        before = ops[:ops.index("SHFL.BFLY")]
+        loads = [i for i, o in enumerate(before) if o.startswith("LDG")]
+        wanted = cfg["CHUNKS"] * (2 if op == "add_rms_norm" else 1)
+        assert len(loads) >= wanted, f"{op} {cfg}: {len(loads)} loads before the reduction, expected {wanted}"
+        assert "BSSY" not in before[loads[0]:loads[wanted - 1]], f"{op} {cfg}: a branch region among the row's loads"
     if variant.startswith("wgmma"):
         # the Hopper path must really be one: TMA loads completing on mbarriers, warpgroup MMAs, no spills
         assert "cp.async.bulk.tensor" in ptx and "mbarrier::complete_tx" in ptx, f"{op}: no TMA load in the PTX"
@@ -241,7 +251,7 @@ def test_adapter_uses_the_forced_config(fake_backend):
 
 
 @needs_runtime
-@pytest.mark.parametrize("tile", [32, 64])
+@pytest.mark.parametrize("tile", [32, 64, 128])
 @pytest.mark.parametrize("vec", [1, 4, 8])
 def test_transpose_threads_cover_the_tile_exactly(tile, vec):
     from tilerosetta.kernels.cute_dsl import transpose

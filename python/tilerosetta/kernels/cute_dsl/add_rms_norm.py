@@ -31,14 +31,15 @@ def _add_rms_norm_kernel(gX: cute.Tensor, gR: cute.Tensor, gW: cute.Tensor, gS: 
 
     if cutlass.const_expr(chunks > 0):
         regs = common.row_registers(chunks, vec)
-        regs.fill(zero)  # vectors past the row end add nothing
-        for k in cutlass.range_constexpr(chunks):
-            j = t + k * step
-            if j < n_vectors:
-                s = gX[(None, (row, j))].load().to(cutlass.Float32) + gR[(None, (row, j))].load().to(cutlass.Float32)
-                regs[None, k].store(s)
-                if valid:
-                    gS[(None, (row, j))].store(s.to(gS.element_type))
+        # vectors past the row end read 0 and add nothing
+        x_raw = common.load_row(gX, row, t, step, chunks, vec, n_vectors, zero)
+        r_raw = common.load_row(gR, row, t, step, chunks, vec, n_vectors, zero)
+        regs.store(x_raw.load().to(cutlass.Float32) + r_raw.load().to(cutlass.Float32))
+        if valid:
+            for k in cutlass.range_constexpr(chunks):
+                j = t + k * step
+                if j < n_vectors:
+                    gS[(None, (row, j))].store(regs[None, k].load().to(gS.element_type))
         x = regs.load()
         total = common.row_reduce((x * x).reduce(cute.ReductionOp.ADD, zero, 0), _add, scratch, slot, warp, lane,
                                   warps_per_row)

@@ -123,7 +123,7 @@ def config_space(op: str, dtype: str) -> list[dict]:
         return [{"WARPS_PER_ROW": w, "ROWS": r} for w in (1, 2, 4, 8, 16) for r in (1, 2, 4, 8)
                 if w * r <= 16]
     if op == "transpose":
-        return [{"TILE": t, "OUT_ROWS": o} for t in (32, 64) for o in (0, 1)]
+        return [{"TILE": t, "OUT_ROWS": o} for t in (32, 64, 128) for o in (0, 1)]
     if op in GEMM_OPS:
         # each tile plain ({BM, BN, STAGES}, as the default) and warp-specialised (WS=1)
         return [c for bm in (64, 128) for bn in (64, 128, 256) for st in (2, 3, 4, 5, 6)
@@ -184,5 +184,5 @@ def check_config(op: str, config: dict) -> None:
                              f"shared memory at D={ATTENTION_MAX_D} (needs {attention_smem_bytes(config)} B)")
     if config.get("OUT_ROWS", 0) not in (0, 1) or isinstance(config.get("OUT_ROWS"), bool):
         raise ValueError(f"cute_dsl.{op}: OUT_ROWS={config['OUT_ROWS']!r} must be 1 (x's row tiles fastest) or 0")
-    if config.get("TILE") is not None and config["TILE"] not in (32, 64):
-        raise ValueError(f"cute_dsl.{op}: TILE={config['TILE']} must be 32 or 64")
+    if config.get("TILE") is not None and config["TILE"] not in (32, 64, 128):
+        raise ValueError(f"cute_dsl.{op}: TILE={config['TILE']} must be 32, 64 or 128")

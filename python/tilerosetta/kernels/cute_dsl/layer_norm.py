@@ -32,12 +32,13 @@ def _layer_norm_kernel(gX: cute.Tensor, gW: cute.Tensor, gB: cute.Tensor, gO: cu
     inv_n = cutlass.Float32(1.0) / n.to(cutlass.Float32)
 
     if cutlass.const_expr(chunks > 0):
+        # regs holds d = x - shift, 0 past the row end (adds nothing). Those vectors are zeroed after the
+        # loads: filling them with shift would make every load wait for shift's
         regs = common.row_registers(chunks, vec)
-        regs.fill(zero)  # holds d = x - shift; vectors past the row end add nothing
+        regs.store(common.load_row(gX, row, t, step, chunks, vec, n_vectors, zero).load().to(cutlass.Float32) - shift)
         for k in cutlass.range_constexpr(chunks):
-            j = t + k * step
-            if j < n_vectors:
-                regs[None, k].store(gX[(None, (row, j))].load().to(cutlass.Float32) - shift)
+            if t + k * step >= n_vectors:
+                regs[None, k].fill(zero)
         d = regs.load()
         s1 = common.row_reduce(d.reduce(cute.ReductionOp.ADD, zero, 0), _add, scratch, slot, warp, lane,
                                warps_per_row)
@@ -51,7 +52,8 @@ def _layer_norm_kernel(gX: cute.Tensor, gW: cute.Tensor, gB: cute.Tensor, gO: cu
                 if j < n_vectors:
                     w = gW[(None, (0, j))].load().to(cutlass.Float32)
                     b = gB[(None, (0, j))].load().to(cutlass.Float32)
-                    gO[(None, (row, j))].store(((regs[None, k].load() - mean_d) * rstd * w + b).to(gO.element_type))
+                    y = (regs[None, k].load() - mean_d) * rstd * w + b
+                    gO[(None, (row, j))].store(y.to(gO.element_type))
     else:
         s1 = zero
         s2 = zero

@@ -30,11 +30,8 @@ def _rms_norm_kernel(gX: cute.Tensor, gW: cute.Tensor, gO: cute.Tensor, m: cutla
 
     if cutlass.const_expr(chunks > 0):
         regs = common.row_registers(chunks, vec)
-        regs.fill(zero)  # vectors past the row end add nothing
-        for k in cutlass.range_constexpr(chunks):
-            j = t + k * step
-            if j < n_vectors:
-                regs[None, k].store(gX[(None, (row, j))].load().to(cutlass.Float32))
+        # vectors past the row end read 0 and add nothing
+        regs.store(common.load_row(gX, row, t, step, chunks, vec, n_vectors, zero).load().to(cutlass.Float32))
         x = regs.load()
         total = common.row_reduce((x * x).reduce(cute.ReductionOp.ADD, zero, 0), _add, scratch, slot, warp, lane,
                                   warps_per_row)

@@ -38,12 +38,8 @@ def _softmax_kernel(gX: cute.Tensor, gO: cute.Tensor, m: cutlass.Int32, vec: cut
 
     if cutlass.const_expr(chunks > 0):
         regs = common.row_registers(chunks, vec)
-        regs.fill(minus_inf)  # vectors past the row end: exp2 makes them 0
-        for k in cutlass.range_constexpr(chunks):
-            j = t + k * step
-            if j < n_vectors:
-                regs[None, k].store(gX[(None, (row, j))].load().to(cutlass.Float32) * LOG2E)
-        x = regs.load()
+        # vectors past the row end read -inf: exp2 makes them 0
+        x = common.load_row(gX, row, t, step, chunks, vec, n_vectors, minus_inf).load().to(cutlass.Float32) * LOG2E
         row_max = common.row_reduce(x.reduce(cute.ReductionOp.MAX, minus_inf, 0), cute.arch.fmax, scratch,
                                     slot, warp, lane, warps_per_row)
         e = cute.math.exp2(x - row_max, fastmath=True)

@@ -52,22 +52,29 @@ def _transpose_kernel(gX: cute.Tensor, gO: cute.Tensor, m: cutlass.Int32, n: cut
     ty = tidx // per_row
     row0 = by * tile  # tile origin in x
     col0 = bx * tile
-    for k in cutlass.range_constexpr(0, tile, step):
-        r = row0 + ty + k
+    # every load of the thread first, each alone in its bounds branch, then the shared-memory stores: a branch
+    # that also stored its vector waited there for the load, so a thread's loads went out one after another.
+    # A vector outside x leaves its registers unset; what they put in the tile is never written out
+    loads = tile // step
+    regs = cute.make_rmem_tensor(cute.make_layout(((1, vec), loads)), gX.element_type)
+    for k in cutlass.range_constexpr(loads):
+        r = row0 + ty + k * step
         c = col0 + tx * vec
         if r < m and c < n:  # vec variant: n is a multiple of vec, so the whole vector is inside
-            v = gX[(None, (r, (col0 // vec) + tx))].load()
-            for i in cutlass.range_constexpr(vec):
-                buf[ty + k, tx * vec + i] = v[i]
+            regs[None, k].store(gX[(None, (r, (col0 // vec) + tx))].load())
+    for k in cutlass.range_constexpr(loads):
+        for i in cutlass.range_constexpr(vec):
+            buf[ty + k * step, tx * vec + i] = regs[(0, i), k]
     cute.arch.sync_threads()
-    frag = cute.make_rmem_tensor(cute.make_layout((1, vec)), gO.element_type)
-    for k in cutlass.range_constexpr(0, tile, step):
-        r = col0 + ty + k  # row of out = column of x
+    # the same on the way out: the tile's columns gathered first, then the bounds-checked stores
+    for k in cutlass.range_constexpr(loads):
+        for i in cutlass.range_constexpr(vec):
+            regs[(0, i), k] = buf[tx * vec + i, ty + k * step]
+    for k in cutlass.range_constexpr(loads):
+        r = col0 + ty + k * step  # row of out = column of x
         c = row0 + tx * vec  # first column of out = row of x
         if r < n and c < m:
-            for i in cutlass.range_constexpr(vec):
-                frag[0, i] = buf[tx * vec + i, ty + k]
-            gO[(None, (r, (row0 // vec) + tx))].store(frag.load())
+            gO[(None, (r, (row0 // vec) + tx))].store(regs[None, k].load())
 
 
 @cute.jit
