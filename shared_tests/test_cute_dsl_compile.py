@@ -251,7 +251,7 @@ def test_adapter_uses_the_forced_config(fake_backend):
 
 
 @needs_runtime
-@pytest.mark.parametrize("tile", [32, 64, 128])
+@pytest.mark.parametrize("tile", cfgmod.TRANSPOSE_TILES)
 @pytest.mark.parametrize("vec", [1, 4, 8])
 def test_transpose_threads_cover_the_tile_exactly(tile, vec):
     from tilerosetta.kernels.cute_dsl import transpose

@@ -48,6 +48,7 @@ GEMM_OPS = ("matmul", "bmm")
 MAX_THREADS = 1024
 GEMM_BK = 64  # K per pipeline stage (gemm_wgmma.BK)
 SMEM_LIMIT = 227 * 1024  # H100/H200 shared memory per CTA (opt-in maximum)
+TRANSPOSE_TILES = (32, 64, 128)  # transpose's TILE edges: the sweep space and the rule read this one list
 
 
 def gemm_smem_bytes(cfg: dict) -> int:
@@ -123,7 +124,7 @@ def config_space(op: str, dtype: str) -> list[dict]:
         return [{"WARPS_PER_ROW": w, "ROWS": r} for w in (1, 2, 4, 8, 16) for r in (1, 2, 4, 8)
                 if w * r <= 16]
     if op == "transpose":
-        return [{"TILE": t, "OUT_ROWS": o} for t in (32, 64, 128) for o in (0, 1)]
+        return [{"TILE": t, "OUT_ROWS": o} for t in TRANSPOSE_TILES for o in (0, 1)]
     if op in GEMM_OPS:
         # each tile plain ({BM, BN, STAGES}, as the default) and warp-specialised (WS=1)
         return [c for bm in (64, 128) for bn in (64, 128, 256) for st in (2, 3, 4, 5, 6)
@@ -184,5 +185,5 @@ def check_config(op: str, config: dict) -> None:
                              f"shared memory at D={ATTENTION_MAX_D} (needs {attention_smem_bytes(config)} B)")
     if config.get("OUT_ROWS", 0) not in (0, 1) or isinstance(config.get("OUT_ROWS"), bool):
         raise ValueError(f"cute_dsl.{op}: OUT_ROWS={config['OUT_ROWS']!r} must be 1 (x's row tiles fastest) or 0")
-    if config.get("TILE") is not None and config["TILE"] not in (32, 64, 128):
-        raise ValueError(f"cute_dsl.{op}: TILE={config['TILE']} must be 32, 64 or 128")
+    if config.get("TILE") is not None and config["TILE"] not in TRANSPOSE_TILES:
+        raise ValueError(f"cute_dsl.{op}: TILE={config['TILE']} must be one of {TRANSPOSE_TILES}")
