@@ -7,11 +7,12 @@ pass 2 re-adds x + residual (not a re-read of `sum`: the fp32 value, and no read
 memory within the block) to scale. Zero padding adds nothing to the sum of squares.
 Whole tiles (N a power of two, BM dividing M) take the exact kernel: no bounds checks, and the weight
 comes by TMA with x and residual up to WB_TMA_MAX_N wide rows, as in rms_norm.py (which says why).
+The exact kernel takes rms_norm.py's LOAD_TMA / STORE_TMA flags (config.tma_flags): LDG / STG instead of TMA.
 """
 
 import cuda.tile as ct
 
-from tilerosetta.kernels.cutile.config import WB_TMA_MAX_N, Launch, plan_rows
+from tilerosetta.kernels.cutile.config import Launch, plan_rows, tma_flags
 from tilerosetta.kernels.cutile.hints import hinted
 
 ZERO = ct.PaddingMode.ZERO
@@ -35,15 +36,16 @@ def add_rms_norm_single_kernel(x, residual, weight, sum_out, out, EPS: ct.Consta
 
 @ct.kernel
 def add_rms_norm_exact_kernel(x, residual, weight, sum_out, out, EPS: ct.Constant[float], BM: ct.Constant[int],
-                              BN: ct.Constant[int], WB_TMA: ct.Constant[bool]):
+                              BN: ct.Constant[int], LOAD_TMA: ct.Constant[bool], WB_TMA: ct.Constant[bool],
+                              STORE_TMA: ct.Constant[bool]):
     i = ct.bid(0)
-    s = ct.astype(ct.load(x, (i, 0), (BM, BN), check_bounds=False), ct.float32) + \
-        ct.astype(ct.load(residual, (i, 0), (BM, BN), check_bounds=False), ct.float32)
+    s = ct.astype(ct.load(x, (i, 0), (BM, BN), check_bounds=False, allow_tma=LOAD_TMA), ct.float32) + \
+        ct.astype(ct.load(residual, (i, 0), (BM, BN), check_bounds=False, allow_tma=LOAD_TMA), ct.float32)
     wt = ct.reshape(ct.astype(ct.load(weight, (0,), (BN,), check_bounds=False, allow_tma=WB_TMA), ct.float32),
                     (1, BN))
-    ct.store(sum_out, (i, 0), ct.astype(s, sum_out.dtype), check_bounds=False)
+    ct.store(sum_out, (i, 0), ct.astype(s, sum_out.dtype), check_bounds=False, allow_tma=STORE_TMA)
     ms = ct.sum(s * s, axis=1, keepdims=True) / BN  # N == BN
-    ct.store(out, (i, 0), ct.astype(s * ct.rsqrt(ms + EPS) * wt, out.dtype), check_bounds=False)
+    ct.store(out, (i, 0), ct.astype(s * ct.rsqrt(ms + EPS) * wt, out.dtype), check_bounds=False, allow_tma=STORE_TMA)
 
 
 @ct.kernel
@@ -70,7 +72,7 @@ def prepare(x, residual, weight, sum, out, cfg, eps):  # noqa: A002 (the spec's 
     args = (x, residual, weight, sum, out, float(eps))
     if p["exact"]:
         return [Launch(hinted(add_rms_norm_exact_kernel, **hints), p["grid"],
-                       (*args, p["BM"], p["BN"], p["BN"] <= WB_TMA_MAX_N))]
+                       (*args, p["BM"], p["BN"], *tma_flags(p, cfg)))]
     if p["single"]:
         return [Launch(hinted(add_rms_norm_single_kernel, **hints), p["grid"], (*args, p["BM"], p["BN"]))]
     return [Launch(hinted(add_rms_norm_loop_kernel, **hints), p["grid"], (*args, p["BN"]))]

@@ -72,13 +72,20 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "attention": {"D64": {"BM": 128, "BN": 128, "OCC": 0, "WARPS": 8},
                   "D128": {"BM": 128, "BN": 128, "OCC": 0, "WARPS": 8}},
 }
-# softmax's flags (kernels/cutile/softmax.py): EXACT=1 drops bounds checks on whole tiles (LOAD_TMA=0 then keeps
-# x on LDG), STORE_TMA=0 stores with STG instead of shared memory + TMA. The defaults compile to the kernels
-# from before the flags existed.
-_SOFTMAX_FLAGS = {"EXACT": 0, "LOAD_TMA": 1, "STORE_TMA": 1}
+# The row ops' flags. softmax (kernels/cutile/softmax.py): EXACT=1 drops bounds checks on whole tiles (LOAD_TMA=0
+# then keeps x on LDG), STORE_TMA=0 stores with STG instead of shared memory + TMA. The norms (rms_norm.py,
+# layer_norm.py, add_rms_norm.py) take their exact kernels on whole tiles anyway; there LOAD_TMA=0 loads x and the
+# weights with LDG and STORE_TMA=0 stores with STG. With neither, tileiras drops the producer warpgroup (128
+# threads): softmax's 4096x16384 went 111 -> 72 us so on the H200. The defaults compile to the kernels from
+# before the flags existed.
+_TMA_FLAGS = {"LOAD_TMA": 1, "STORE_TMA": 1}
+_SOFTMAX_FLAGS = {"EXACT": 0, **_TMA_FLAGS}
 _SOFTMAX_FLAG_SWEEP = ((1, 1, 1), (1, 0, 1), (0, 1, 0), (1, 1, 0), (1, 0, 0))  # (EXACT, LOAD_TMA, STORE_TMA)
-for _row in DEFAULTS["softmax"].values():
-    _row.update(_SOFTMAX_FLAGS)
+_NORM_FLAG_SWEEP = ((1, 0), (0, 1), (0, 0))  # (LOAD_TMA, STORE_TMA)
+NORM_OPS = tuple(op for op in ROW_OPS if op != "softmax")
+for _op in ROW_OPS:
+    for _row in DEFAULTS[_op].values():
+        _row.update(_SOFTMAX_FLAGS if _op == "softmax" else _TMA_FLAGS)
 
 # Allowed values per knob (check_config refuses others): pow2 tile sizes, hint knobs also 0 = auto.
 _ROW_SPACE = {"MAX_SINGLE": (4096, 8192, 16384, 32768), "LOOP_TN": (512, 1024, 2048, 4096),
@@ -96,6 +103,8 @@ SPACES: dict[str, dict[str, tuple]] = {
     "attention": {"BM": (64, 128, 256), "BN": (32, 64, 128), "OCC": (0, 1, 2), "WARPS": (0, 4, 8)},
 }
 SPACES["softmax"].update({k: (0, 1) for k in _SOFTMAX_FLAGS})
+for _op in NORM_OPS:
+    SPACES[_op].update({k: (0, 1) for k in _TMA_FLAGS})
 HINT_KEYS = ("OCC", "WARPS", "CTAS")  # 0 allowed (compiler's choice)
 FLAG_KEYS = (*_SOFTMAX_FLAGS, "OUT_ROWS")  # 0 or 1
 
@@ -172,8 +181,11 @@ def config_space(op: str, dtype_name: str) -> list[dict[str, Any]]:
     base = default_config(op, dtype_name)
     if op == "softmax":  # the row sweep at the default flags, then the default tiles under each other setting
         return _row_sweep(base) + [{**base, **dict(zip(_SOFTMAX_FLAGS, f))} for f in _SOFTMAX_FLAG_SWEEP]
-    if op in ROW_OPS:
-        return _row_sweep(base)
+    if op in ROW_OPS:  # the norms: the row sweep, then the flags at the default tiles; no TMA at all with other tiles
+        flags = [{**base, **dict(zip(_TMA_FLAGS, f))} for f in _NORM_FLAG_SWEEP]
+        no_tma = {**base, "LOAD_TMA": 0, "STORE_TMA": 0}
+        return _row_sweep(base) + flags + [{**no_tma, "ROW_ELEMS": 4096}, {**no_tma, "ROW_ELEMS": 16384},
+                                           {**no_tma, "WARPS": 8}]
     if op in ("matmul", "bmm"):
         space = _mm_sweep(base) if dtype_name != "fp32" else _mm_sweep(base)[:1] + [
             {**base, "BK": 64}, {**base, "BN": 256, "WARPS": 8}, {**base, "BM": 64}]
@@ -254,6 +266,13 @@ def plan_rows(m: int, n: int, cfg: dict[str, Any]) -> dict[str, Any]:
     bn = min(cfg["LOOP_TN"], width)
     return {"single": False, "exact": False, "BM": 1, "BN": bn, "grid": check_grid((m, 1, 1)),
             "OCC": row_occupancy(bn, cfg), "WARPS": warps}
+
+
+def tma_flags(plan: dict[str, Any], cfg: dict[str, Any]) -> tuple[bool, bool, bool]:
+    """The norms' exact kernels' (LOAD_TMA, WB_TMA, STORE_TMA): x by TMA, the weights (and bias) by TMA (only with
+    x, and up to WB_TMA_MAX_N wide rows), the output by TMA. Absent flags mean TMA (the defaults)."""
+    load = bool(cfg.get("LOAD_TMA", 1))
+    return load, load and plan["BN"] <= WB_TMA_MAX_N, bool(cfg.get("STORE_TMA", 1))
 
 
 def row_occupancy(tile_elems: int, cfg: dict[str, Any]) -> int:

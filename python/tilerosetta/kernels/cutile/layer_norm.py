@@ -15,11 +15,12 @@ would contribute (0 - mean)^2, so they are masked out with `where(col < N)`.
     occupancy-2 plan of N 16384) would drop to 1 block/SM, so they keep w/b on LDG (WB_TMA=False).
 The other kernels load w and b without TMA (allow_tma=False): they are the same for every block (L2
 hits), and TMA would stage them through shared memory, which limits how many blocks fit on an SM.
+The exact kernel takes rms_norm.py's LOAD_TMA / STORE_TMA flags (config.tma_flags): LDG / STG instead of TMA.
 """
 
 import cuda.tile as ct
 
-from tilerosetta.kernels.cutile.config import WB_TMA_MAX_N, Launch, plan_rows
+from tilerosetta.kernels.cutile.config import Launch, plan_rows, tma_flags
 from tilerosetta.kernels.cutile.hints import hinted
 
 ZERO = ct.PaddingMode.ZERO
@@ -42,15 +43,15 @@ def layer_norm_single_kernel(x, w, b, out, EPS: ct.Constant[float], BM: ct.Const
 
 @ct.kernel
 def layer_norm_exact_kernel(x, w, b, out, EPS: ct.Constant[float], BM: ct.Constant[int], BN: ct.Constant[int],
-                            WB_TMA: ct.Constant[bool]):
+                            LOAD_TMA: ct.Constant[bool], WB_TMA: ct.Constant[bool], STORE_TMA: ct.Constant[bool]):
     i = ct.bid(0)  # N == BN: no padded columns, so no mask on the centred values
-    t = ct.astype(ct.load(x, (i, 0), (BM, BN), check_bounds=False), ct.float32)
+    t = ct.astype(ct.load(x, (i, 0), (BM, BN), check_bounds=False, allow_tma=LOAD_TMA), ct.float32)
     wt = ct.reshape(ct.astype(ct.load(w, (0,), (BN,), check_bounds=False, allow_tma=WB_TMA), ct.float32), (1, BN))
     bt = ct.reshape(ct.astype(ct.load(b, (0,), (BN,), check_bounds=False, allow_tma=WB_TMA), ct.float32), (1, BN))
     mean = ct.sum(t, axis=1, keepdims=True) / BN
     d = t - mean
     rstd = ct.rsqrt(ct.sum(d * d, axis=1, keepdims=True) / BN + EPS)
-    ct.store(out, (i, 0), ct.astype(d * rstd * wt + bt, out.dtype), check_bounds=False)
+    ct.store(out, (i, 0), ct.astype(d * rstd * wt + bt, out.dtype), check_bounds=False, allow_tma=STORE_TMA)
 
 
 @ct.kernel
@@ -82,7 +83,7 @@ def prepare(x, w, b, out, cfg, eps):
     hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
     if p["exact"]:
         return [Launch(hinted(layer_norm_exact_kernel, **hints), p["grid"],
-                       (x, w, b, out, float(eps), p["BM"], p["BN"], p["BN"] <= WB_TMA_MAX_N))]
+                       (x, w, b, out, float(eps), p["BM"], p["BN"], *tma_flags(p, cfg)))]
     if p["single"]:
         return [Launch(hinted(layer_norm_single_kernel, **hints), p["grid"], (x, w, b, out, float(eps), p["BM"], p["BN"]))]
     return [Launch(hinted(layer_norm_loop_kernel, **hints), p["grid"], (x, w, b, out, float(eps), p["BN"]))]

@@ -12,11 +12,14 @@ raises shared memory from 33.9 to ~50 KB per block, which still fits the 4 block
 for up to 8192-wide tiles (sm_90 cubins); wider tiles keep w on LDG (WB_TMA=False, see WB_TMA_MAX_N).
 The other kernels load w without TMA (allow_tma=False): every block reads the same w from L2, and a TMA
 load would stage it through shared memory, which limits how many blocks fit on an SM.
+The exact kernel's flags LOAD_TMA=0 / STORE_TMA=0 (config.tma_flags) load x and w with LDG / store with STG
+instead: without any TMA tileiras drops the producer warpgroup (128 threads instead of 256), which made
+softmax's whole-row kernel 1.5x faster on the H200 (config.py); the sweep decides per shape.
 """
 
 import cuda.tile as ct
 
-from tilerosetta.kernels.cutile.config import WB_TMA_MAX_N, Launch, plan_rows
+from tilerosetta.kernels.cutile.config import Launch, plan_rows, tma_flags
 from tilerosetta.kernels.cutile.hints import hinted
 
 ZERO = ct.PaddingMode.ZERO
@@ -33,12 +36,12 @@ def rms_norm_single_kernel(x, w, out, EPS: ct.Constant[float], BM: ct.Constant[i
 
 @ct.kernel
 def rms_norm_exact_kernel(x, w, out, EPS: ct.Constant[float], BM: ct.Constant[int], BN: ct.Constant[int],
-                          WB_TMA: ct.Constant[bool]):
+                          LOAD_TMA: ct.Constant[bool], WB_TMA: ct.Constant[bool], STORE_TMA: ct.Constant[bool]):
     i = ct.bid(0)
-    t = ct.astype(ct.load(x, (i, 0), (BM, BN), check_bounds=False), ct.float32)
+    t = ct.astype(ct.load(x, (i, 0), (BM, BN), check_bounds=False, allow_tma=LOAD_TMA), ct.float32)
     wt = ct.reshape(ct.astype(ct.load(w, (0,), (BN,), check_bounds=False, allow_tma=WB_TMA), ct.float32), (1, BN))
     ms = ct.sum(t * t, axis=1, keepdims=True) / BN  # N == BN
-    ct.store(out, (i, 0), ct.astype(t * ct.rsqrt(ms + EPS) * wt, out.dtype), check_bounds=False)
+    ct.store(out, (i, 0), ct.astype(t * ct.rsqrt(ms + EPS) * wt, out.dtype), check_bounds=False, allow_tma=STORE_TMA)
 
 
 @ct.kernel
@@ -62,7 +65,7 @@ def prepare(x, w, out, cfg, eps):
     hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
     if p["exact"]:
         return [Launch(hinted(rms_norm_exact_kernel, **hints), p["grid"],
-                       (x, w, out, float(eps), p["BM"], p["BN"], p["BN"] <= WB_TMA_MAX_N))]
+                       (x, w, out, float(eps), p["BM"], p["BN"], *tma_flags(p, cfg)))]
     if p["single"]:
         return [Launch(hinted(rms_norm_single_kernel, **hints), p["grid"], (x, w, out, float(eps), p["BM"], p["BN"]))]
     return [Launch(hinted(rms_norm_loop_kernel, **hints), p["grid"], (x, w, out, float(eps), p["BN"]))]
