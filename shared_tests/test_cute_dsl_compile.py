@@ -52,9 +52,10 @@ def _specializations(op, dtype, variant):
     for dims in [c.dims for c in tuple(spec.cases) + tuple(spec.bench_cases)] + list(extra):
         c = adapter.specialization(op, dtype, variant, dims, cfgmod.default_config(op, dtype_name(dtype), dims))
         # attention's wgmma kernel: also its simple form (PIPE=0, PACK=0: TILEROSETTA_CUTE_DSL_ATTENTION=simple)
-        # transpose: also the other tile order (OUT_ROWS) and the 128 x 128 tile
+        # transpose: also the other tile order (OUT_ROWS) and the 128 x 128 tile; silu_and_mul: 4 vectors a thread
         others = ([{**c, "PIPE": 0, "PACK": 0}] if op == "attention" and c.get("PIPE") else
-                  [{**c, "OUT_ROWS": 1 - c["OUT_ROWS"]}, {**c, "TILE": 128}] if op == "transpose" else [])
+                  [{**c, "OUT_ROWS": 1 - c["OUT_ROWS"]}, {**c, "TILE": 128}] if op == "transpose" else
+                  [{**c, "ITEMS": max(cfgmod.SILU_ITEMS)}] if op == "silu_and_mul" else [])
         for c in [c] + others:
             if c not in seen:
                 seen.append(c)
@@ -100,6 +101,14 @@ def test_compiles_for_sm90a(tmp_path, op, dtype, variant, cfg):
         wanted = cfg["CHUNKS"] * (2 if op == "add_rms_norm" else 1)
         assert len(loads) >= wanted, f"{op} {cfg}: {len(loads)} loads before the reduction, expected {wanted}"
         assert "BSSY" not in before[loads[0]:loads[wanted - 1]], f"{op} {cfg}: a branch region among the row's loads"
+    if op == "silu_and_mul" and toolchain.binary_tool("cuobjdump") is not None:
+        # a thread's 2 * ITEMS loads all go out before its first exp, and no IEEE division check (FCHK: each
+        # element's slow path in a branch region of its own) is left: the reciprocal is the approximate one
+        ops = _sass_opcodes(elf)
+        first_exp = ops.index("MUFU.EX2")
+        loads = [i for i, o in enumerate(ops) if o.startswith("LDG")]
+        assert len(loads) == 2 * cfg["ITEMS"] and max(loads) < first_exp, f"{op} {cfg}: loads {loads}, exp {first_exp}"
+        assert "FCHK" not in ops, f"{op} {cfg}: an IEEE division (FCHK) in the SASS"
     if variant.startswith("wgmma"):
         # the Hopper path must really be one: TMA loads completing on mbarriers, warpgroup MMAs, no spills
         assert "cp.async.bulk.tensor" in ptx and "mbarrier::complete_tx" in ptx, f"{op}: no TMA load in the PTX"

@@ -3,6 +3,7 @@ Python (no CuTe DSL import), so `tilerosetta list` and the config tests run with
 
 Knobs:
   THREADS        threads per CTA of the element-wise kernels (vector_add, silu_and_mul, rope)
+  ITEMS          silu_and_mul: output vectors per thread, all loads issued before the math
   WARPS_PER_ROW  warps sharing one row of a row op (1: shuffles only; >1: plus one shared-memory step)
   ROWS           rows in flight per CTA of a row op (CTA = ROWS * WARPS_PER_ROW warps)
   TILE           square tile edge of transpose (staged through shared memory)
@@ -48,6 +49,7 @@ GEMM_OPS = ("matmul", "bmm")
 MAX_THREADS = 1024
 GEMM_BK = 64  # K per pipeline stage (gemm_wgmma.BK)
 SMEM_LIMIT = 227 * 1024  # H100/H200 shared memory per CTA (opt-in maximum)
+SILU_ITEMS = (1, 2, 4)  # silu_and_mul's output vectors per thread (its sweep space and rule)
 TRANSPOSE_TILES = (32, 64, 128)  # transpose's TILE edges: the sweep space and the rule read this one list
 
 
@@ -65,6 +67,8 @@ def attention_smem_bytes(cfg: dict, d: int = ATTENTION_MAX_D) -> int:
 
 
 def default_config(op: str, dtype: str, dims: dict[str, int]) -> dict:
+    if op == "silu_and_mul":
+        return {"THREADS": 256, "ITEMS": 1}
     if op in ELEMENTWISE_OPS:
         return {"THREADS": 256}
     if op in ROW_OPS:
@@ -118,6 +122,8 @@ def resident_chunks(op: str, dims: dict[str, int], cfg: dict, vec: int) -> int:
 
 
 def config_space(op: str, dtype: str) -> list[dict]:
+    if op == "silu_and_mul":
+        return [{"THREADS": t, "ITEMS": i} for i in SILU_ITEMS for t in (128, 256, 512)]
     if op in ELEMENTWISE_OPS:
         return [{"THREADS": t} for t in (128, 256, 512)]
     if op in ROW_OPS:
@@ -185,5 +191,7 @@ def check_config(op: str, config: dict) -> None:
                              f"shared memory at D={ATTENTION_MAX_D} (needs {attention_smem_bytes(config)} B)")
     if config.get("OUT_ROWS", 0) not in (0, 1) or isinstance(config.get("OUT_ROWS"), bool):
         raise ValueError(f"cute_dsl.{op}: OUT_ROWS={config['OUT_ROWS']!r} must be 1 (x's row tiles fastest) or 0")
+    if config.get("ITEMS", 1) not in SILU_ITEMS or isinstance(config.get("ITEMS"), bool):
+        raise ValueError(f"cute_dsl.{op}: ITEMS={config['ITEMS']!r} must be one of {SILU_ITEMS}")
     if config.get("TILE") is not None and config["TILE"] not in TRANSPOSE_TILES:
         raise ValueError(f"cute_dsl.{op}: TILE={config['TILE']} must be one of {TRANSPOSE_TILES}")
