@@ -232,7 +232,7 @@ def test_tile_tables():
             space = b.config_space(op, dtype)
             assert space, f"{op} {dtype}: empty config space"
             assert set(b.default_config(op, dtype, {})) == set(space[0])
-    assert b.default_config("softmax", FP32, {"M": 3, "N": 7}) == {"BR": 1, "BN": 8, "OCC": 4, "W": 0}
+    assert b.default_config("softmax", FP32, {"M": 3, "N": 7}) == {"BR": 1, "BN": 8, "TMA": 1, "OCC": 4, "W": 0}
     # Compiler hints are config keys a sweep can vary (0 = none).
     assert {"OCC", "W"} <= set(space[0])
     # The crate's own defaults (on a GPU, a tuned_configs.json entry for the size class is merged over them).

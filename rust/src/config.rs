@@ -24,14 +24,20 @@ pub const HINTS: [&str; 2] = ["OCC", "W"];
 /// Switch keys (0 or 1) among an op's tile parameters:
 /// * OUT_ROWS (transpose): 1 runs x's row tiles fastest, so consecutive blocks write along a row band of out
 ///   (the mapped kernel, ops/transpose.rs); 0 the partition's own order, out's row tiles fastest.
-pub const FLAGS: [&str; 1] = ["OUT_ROWS"];
+/// * TMA (row ops): 1 (default) = the `*_row` kernels as they are, whose loads and stores tileiras lowers
+///   to TMA with a producer warp and a 128-thread consumer warpgroup (bench/GAPS.md, "Row ops: the shape
+///   of the `*_row` kernels"); 0 = the `*_row_notma` kernels, which load and store through unpadded
+///   in-bounds views with TMA disallowed (plain LDG / STG, every thread loads). 0 applies only where the
+///   tiles are exact (`row_without_tma`); elsewhere it is ignored. Why: in cuTile Python the same change
+///   (`allow_tma=False`, unchecked loads) took softmax 4096 x 16384 bf16 from 111 to 71.7 us on the H200.
+pub const FLAGS: [&str; 2] = ["OUT_ROWS", "TMA"];
 
 /// The tunable parameter names of an op, in the order kernels take them, then the hint keys.
 pub fn param_names(op: &str) -> &'static [&'static str] {
     match op {
         "vector_add" => &["BLOCK", "OCC", "W"],
         "transpose" => &["BM", "BN", "OUT_ROWS", "OCC", "W"],
-        op if is_row_op(op) => &["BR", "BN", "OCC", "W"],
+        op if is_row_op(op) => &["BR", "BN", "TMA", "OCC", "W"],
         "silu_and_mul" => &["BR", "BH", "OCC", "W"],
         "rope" => &["BS", "OCC", "W"],
         "matmul" | "bmm" => &["BM", "BN", "BK", "OCC", "W"],
@@ -112,7 +118,7 @@ pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
                 None => ROW_CHUNK,
             };
             let br = row_block_rows(dtype, dim("M"), dim("N"));
-            vec![("BR", br), ("BN", bn), ("OCC", row_occupancy(br * bn))]
+            vec![("BR", br), ("BN", bn), ("TMA", 1), ("OCC", row_occupancy(br * bn))]
         }
         "silu_and_mul" => {
             let bh = dim("H").map_or(1024, |h| next_pow2(h).min(1024));
@@ -167,16 +173,28 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
                         continue;
                     }
                     for occ in [0, 2, 4] {
-                        out.push(vec![("BR", br), ("BN", bn), ("OCC", occ), ("W", 0)]);
+                        out.push(vec![("BR", br), ("BN", bn), ("TMA", 1), ("OCC", occ), ("W", 0)]);
                     }
                 }
             }
             // Two compute warpgroups for the widest one-pass row (half the instructions per thread, 80
             // registers at OCC 2 for softmax, no spills: bench/GAPS.md, cutile_rs softmax), and for the
             // 8192-element tiles of the norms' bench rows (one warpgroup computes at W 0: gap cause 16).
-            out.push(vec![("BR", 1), ("BN", ROW_ONE_PASS_MAX), ("OCC", 2), ("W", 8)]);
+            out.push(vec![("BR", 1), ("BN", ROW_ONE_PASS_MAX), ("TMA", 1), ("OCC", 2), ("W", 8)]);
             for (br, bn) in [(1, 8192), (2, 4096), (2, 8192)] {
-                out.push(vec![("BR", br), ("BN", bn), ("OCC", 2), ("W", 8)]);
+                out.push(vec![("BR", br), ("BN", bn), ("TMA", 1), ("OCC", 2), ("W", 8)]);
+            }
+            // Without TMA (the `*_row_notma` kernels, see FLAGS): the one-pass tiles of the bench rows
+            // (N 4096, 8192, 16384), taking effect only where BN == N and BR divides M. These compile to
+            // 128 threads; over 8192 values per tile OCC 4 (128 registers) spills (STL in the SASS), so
+            // those tiles try OCC 0 and 2 only.
+            for (br, bn) in [(1, 4096), (2, 4096), (1, 8192), (2, 8192), (1, ROW_ONE_PASS_MAX)] {
+                for occ in [0, 2, 4] {
+                    if occ == 4 && br * bn > 8192 {
+                        continue;
+                    }
+                    out.push(vec![("BR", br), ("BN", bn), ("TMA", 0), ("OCC", occ), ("W", 0)]);
+                }
             }
         }
         "silu_and_mul" => {
@@ -262,6 +280,13 @@ pub fn resolve(op: &str, dtype: DType, dims: &[(&str, i64)], given: &[(String, i
         slot.1 = *value;
     }
     Ok(cfg)
+}
+
+/// Whether a row op runs its `*_row_notma` kernel: TMA=0 and tiles that are exact, i.e. one tile is the
+/// whole row (BN == N) and BR divides M, so every load and store is in bounds and may say so (Tile IR
+/// `inbounds`). Any other shape keeps the `*_row` / `*_chunks` kernels, whatever TMA says.
+pub fn row_without_tma(cfg: &Config, m: i32, n: i32) -> bool {
+    get(cfg, "TMA") == 0 && get(cfg, "BN") == n && m % get(cfg, "BR") == 0
 }
 
 /// Looks up a resolved tile size as i32 (kernels index with i32).

@@ -126,6 +126,33 @@ fn config_overrides_are_checked() {
     }
 }
 
+/// TMA (row ops): 1 by default (today's kernels); 0 takes the `*_row_notma` kernel only where the tiles are
+/// exact (BN == N, BR | M) and is ignored elsewhere; any other value is refused, naming op, key and value.
+#[test]
+fn row_tma_switch() {
+    let function = |op: &str, dtype: DType, m: i64, n: i64, given: &[(&str, i64)]| {
+        let given: Vec<(String, i64)> = given.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let cfg = config::resolve(op, dtype, &[("M", m), ("N", n)], &given).unwrap();
+        ops::specs(op, dtype, &cfg, &[m as i32, n as i32]).unwrap()[0].function
+    };
+    for op in ["softmax", "rms_norm", "layer_norm", "add_rms_norm"] {
+        assert_eq!(config::get(&config::default_config(op, DType::BF16, &[("M", 4096), ("N", 8192)]), "TMA"), 1, "{op}");
+        assert_eq!(function(op, DType::BF16, 4096, 8192, &[]), format!("{op}_row"));
+        assert_eq!(function(op, DType::BF16, 4096, 8192, &[("TMA", 0)]), format!("{op}_row_notma"));
+        assert_eq!(function(op, DType::F32, 6, 4096, &[("TMA", 0)]), format!("{op}_row_notma"));
+        // Not exact: a padded row (N 4000 in a 4096 tile), a ragged last row tile (BR 2, M odd), a chunked row.
+        assert_eq!(function(op, DType::BF16, 4096, 4000, &[("TMA", 0)]), format!("{op}_row"));
+        assert_eq!(function(op, DType::BF16, 4095, 4096, &[("TMA", 0), ("BR", 2)]), format!("{op}_row"));
+        assert_eq!(function(op, DType::BF16, 8, 32768, &[("TMA", 0)]), format!("{op}_chunks"));
+        let e = config::resolve(op, DType::BF16, &[("M", 8), ("N", 64)], &[("TMA".to_string(), 2)]).expect_err("TMA=2 accepted");
+        assert_eq!((e.op.as_str(), e.arg.as_str()), (op, "config"));
+        assert!(e.to_string().contains(&format!("cutile_rs.{op}")) && e.message.contains("switch TMA=2 must be 0 or 1"), "{e}");
+    }
+    // Only the row ops have the key.
+    let e = config::resolve("matmul", DType::BF16, &[], &[("TMA".to_string(), 0)]).expect_err("matmul took TMA");
+    assert!(e.message.contains("unknown tile parameter 'TMA'"), "{e}");
+}
+
 #[test]
 fn unknown_op_is_refused() {
     let e = err(&req("conv2d", DType::F32, vec![]));

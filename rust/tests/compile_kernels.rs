@@ -181,6 +181,42 @@ fn exact_and_two_row_variants_compile_for_sm90() {
     }
 }
 
+/// The row ops' TMA=0 kernels (`*_row_notma`, chosen only for exact tiles: BN == N, BR | M): in every dtype
+/// at the default tiles of two exact shapes, and every TMA=0 entry of the bf16 sweep space at the exact
+/// shape it targets (N = BN, M = 2 x BR), so a sweep finds no compile failure only on the GPU.
+#[test]
+fn row_kernels_without_tma_compile_for_sm90() {
+    let row_ops: Vec<&'static str> = OPS.iter().copied().filter(|op| config::is_row_op(op)).collect();
+    assert!(row_ops.len() >= 4, "{row_ops:?}");
+    for op in row_ops {
+        let mut cases: Vec<(DType, Vec<i32>, config::Config)> = vec![];
+        for dtype in dtypes_for(op) {
+            for (m, n) in [(34, 8), (6, 4096)] {
+                let named = [("M", m as i64), ("N", n as i64)];
+                let cfg = config::resolve(op, dtype, &named, &[("TMA".to_string(), 0)]).unwrap();
+                cases.push((dtype, vec![m, n], cfg));
+            }
+        }
+        for cfg in config::config_space(op, DType::BF16).into_iter().filter(|c| config::get(c, "TMA") == 0) {
+            let (br, bn) = (config::get(&cfg, "BR"), config::get(&cfg, "BN"));
+            cases.push((DType::BF16, vec![2 * br, bn], cfg));
+        }
+        with_stack(move || {
+            let mut failures = vec![];
+            for (dtype, dims, cfg) in &cases {
+                for spec in ops::specs(op, *dtype, cfg, dims).unwrap() {
+                    assert_eq!(spec.function, format!("{op}_row_notma"), "{op} {dims:?} {cfg:?}");
+                    let tag = format!("{op}_{}_{}_{}x{}_{}", dtype.name(), spec.function, dims[0], dims[1], config::get(cfg, "OCC"));
+                    if let Err(e) = bytecode(&spec, *dtype, ARCH).and_then(|bc| assemble(&bc, ARCH, &tag)) {
+                        failures.push(format!("{cfg:?}: {e}"));
+                    }
+                }
+            }
+            assert!(failures.is_empty(), "{op}: {} of {} TMA=0 specialisations failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+        });
+    }
+}
+
 /// The assembly step really checks its input: garbage is refused with tileiras' message.
 #[test]
 fn tileiras_rejects_garbage() {

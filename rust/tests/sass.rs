@@ -216,6 +216,46 @@ fn two_rows_per_block_at_n4096() {
     }
 }
 
+/// TMA=0 on exact row tiles (BN == N, BR | M) takes the `*_row_notma` kernels: no TMA load or store
+/// left, 128-bit LDG / STG instead (what took cuTile Python's softmax from 56% to 93% of copy); TMA=1 on
+/// the same shape is today's `*_row` kernel, loading by TMA (so the switch is what changes it).
+#[test]
+fn row_kernels_without_tma_use_plain_loads_and_stores() {
+    need_cuobjdump();
+    for (op, dims) in [("softmax", vec![4096, 16384]), ("rms_norm", vec![4096, 8192]), ("layer_norm", vec![4096, 8192]), ("add_rms_norm", vec![4096, 8192])] {
+        for tma in [0, 1] {
+            let cs = cubins(op, DType::BF16, dims.clone(), vec![("TMA", tma)]);
+            let (tag, cubin) = &cs[0];
+            let function = if tma == 0 { format!("{op}_row_notma") } else { format!("{op}_row") };
+            assert!(tag.contains(&format!("_{function}_0 ")), "{dims:?} TMA={tma}: {tag} is not {function}");
+            let sass = sass_of(tag, cubin);
+            let r = res(tag, cubin);
+            let n = |p: &str| count(&sass, p);
+            let (tma_ld, tma_st, ldg, stg) = (n("UTMALDG"), n("UTMASTG"), n("LDG.E.128"), n("STG.E.128"));
+            eprintln!(
+                "{tag}: {r:?}, {tma_ld} UTMALDG, {tma_st} UTMASTG, {ldg} LDG.E.128, {stg} STG.E.128, {} STL, {} BSSY, {} BAR.SYNC, loads back to back: {}",
+                n("STL"),
+                n("BSSY"),
+                n("BAR.SYNC"),
+                loads_back_to_back(&sass)
+            );
+            if tma == 0 {
+                assert_eq!((tma_ld, tma_st), (0, 0), "{tag}: TMA left");
+                assert!(ldg > 0 && stg > 0, "{tag}: no 128-bit LDG / STG");
+                assert_eq!((n("LDG.E.U16"), n("STG.E.U16")), (0, 0), "{tag}: 16-bit accesses");
+                assert_eq!((r.local, n("STL")), (0, 0), "{tag}: spills");
+                // softmax loads only x: all of it in one straight run (the norms' w / b loads are
+                // scheduled after the reduction by tileiras, so their listing has two runs).
+                if op == "softmax" {
+                    assert!(loads_back_to_back(&sass), "{tag}: x is not loaded back to back");
+                }
+            } else {
+                assert!(tma_ld > 0, "{tag}: TMA=1 should keep the TMA loads");
+            }
+        }
+    }
+}
+
 /// The bench configurations' resources (prints a markdown table; `--ignored --nocapture`).
 #[test]
 #[ignore]
@@ -257,6 +297,13 @@ fn resource_table() {
         ("softmax", DType::BF16, vec![32768, 4096], vec![("BR", 1)]),
         ("softmax", DType::BF16, vec![4096, 16384], vec![("W", 8)]),
         ("rope", DType::BF16, vec![4, 32, 4096, 128], vec![("BS", 8), ("OCC", 8)]),
+        // Without TMA (the `*_row_notma` kernels: plain LDG / STG, 128 threads).
+        ("softmax", DType::BF16, vec![4096, 16384], vec![("TMA", 0)]),
+        ("softmax", DType::BF16, vec![32768, 4096], vec![("TMA", 0)]),
+        ("rms_norm", DType::BF16, vec![16384, 4096], vec![("TMA", 0)]),
+        ("rms_norm", DType::BF16, vec![4096, 8192], vec![("TMA", 0)]),
+        ("layer_norm", DType::BF16, vec![16384, 4096], vec![("TMA", 0)]),
+        ("layer_norm", DType::BF16, vec![4096, 8192], vec![("TMA", 0)]),
     ];
     let mut all: Vec<_> = cases.drain(..).map(|(o, d, x)| (o, d, x, vec![])).collect();
     all.append(&mut alternatives);

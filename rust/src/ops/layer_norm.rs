@@ -2,8 +2,14 @@
 //! throughout; the variance is taken around the mean (not E[x^2] - E[x]^2, which cancels badly for
 //! offset data), with padding columns masked to 0.
 //!
-//! Two kernels, chosen by the tile width BN (config) against the row width N:
+//! Three kernels, chosen by the tile width BN (config) against the row width N:
 //! * `layer_norm_row` (N <= BN): the whole row is one tile: x is read once (cuTile Python's structure).
+//! * `layer_norm_row_notma` (config TMA=0 and exact tiles: BN == N, BR divides M;
+//!   `config::row_without_tma`): the same tile with x, w and b loaded, and out stored, without TMA through
+//!   in-bounds views (plain LDG / STG). With TMA, tileiras warp-specialises `layer_norm_row` (TMA producer
+//!   warp, shared-memory staging, one 128-thread warpgroup of the 256 computing); without it, as in cuTile
+//!   Python's softmax (111 -> 71.7 us at 4096 x 16384 on the H200), every thread issues its loads back to
+//!   back. Other shapes ignore TMA=0.
 //! * `layer_norm_chunks` (N > BN): three passes over BN-column chunks: the mean, the variance around
 //!   the mean, then the normalised write.
 
@@ -16,20 +22,15 @@ use cutile::prelude::*;
 pub mod kernel {
     use cutile::core::*;
 
-    /// One tile = BR whole rows (BN >= N); `out` is partitioned in BR x BN tiles.
-    #[cutile::entry()]
-    pub fn layer_norm_row<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
-        out: &mut Tensor<T, { [BR, BN] }>,
-        x: &Tensor<T, { [-1, -1] }>,
-        w: &Tensor<T, { [-1] }>,
-        b: &Tensor<T, { [-1] }>,
+    /// layer_norm of BR rows held in one tile (columns N.. are padding): the body of both row kernels
+    /// (inlined by the cuTile compiler).
+    fn layer_norm_rows<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+        xt: Tile<T, { [BR, BN] }>,
+        wt: Tile<T, { [BN] }>,
+        bt: Tile<T, { [BN] }>,
         eps: f32,
         inv_n: f32,
-    ) {
-        let pid: (i32, i32, i32) = get_tile_block_id();
-        let xt: Tile<T, { [BR, BN] }> = x.load_tile(shape![BR, BN], [pid.0, 0i32]);
-        let wt: Tile<T, { [BN] }> = w.load_tile(shape![BN], [0i32]);
-        let bt: Tile<T, { [BN] }> = b.load_tile(shape![BN], [0i32]);
+    ) -> Tile<T, { [BR, BN] }> {
         let xf: Tile<f32, { [BR, BN] }> = convert_tile(xt);
         let inv_n_t: Tile<f32, { [BR, 1] }> = broadcast_scalar(inv_n, shape![BR, 1]);
         // Padding columns load as 0: they add nothing to the sum.
@@ -52,7 +53,64 @@ pub mod kernel {
         let bf: Tile<f32, { [BN] }> = convert_tile(bt);
         let bf: Tile<f32, { [BR, BN] }> = bf.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
         let yt: Tile<T, { [BR, BN] }> = convert_tile(d * r * wf + bf);
-        out.store(yt);
+        yt
+    }
+
+    /// One tile = BR whole rows (BN >= N); `out` is partitioned in BR x BN tiles.
+    #[cutile::entry()]
+    pub fn layer_norm_row<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+        out: &mut Tensor<T, { [BR, BN] }>,
+        x: &Tensor<T, { [-1, -1] }>,
+        w: &Tensor<T, { [-1] }>,
+        b: &Tensor<T, { [-1] }>,
+        eps: f32,
+        inv_n: f32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let xt: Tile<T, { [BR, BN] }> = x.load_tile(shape![BR, BN], [pid.0, 0i32]);
+        let wt: Tile<T, { [BN] }> = w.load_tile(shape![BN], [0i32]);
+        let bt: Tile<T, { [BN] }> = b.load_tile(shape![BN], [0i32]);
+        out.store(layer_norm_rows::<T, BR, BN, N>(xt, wt, bt, eps, inv_n));
+    }
+
+    /// `layer_norm_row` when BN == N and BR divides M (the launch picks it only then, at TMA=0): every
+    /// tile is whole, so the views are unpadded and x, w, b and out are accessed in bounds (Tile IR
+    /// `inbounds`; on a zero-padded view tileiras 13.4 refuses it) with TMA disallowed: plain LDG / STG.
+    #[cutile::entry()]
+    pub fn layer_norm_row_notma<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+        out: &mut Tensor<T, { [BR, BN] }>,
+        x: &Tensor<T, { [-1, -1] }>,
+        w: &Tensor<T, { [-1] }>,
+        b: &Tensor<T, { [-1] }>,
+        eps: f32,
+        inv_n: f32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        // SAFETY: views of the tensors as they are at entry (their tokens); x, w and b are only read, and
+        // this block's tile of out is written by this block alone.
+        let part_x: Partition<T, { [BR, BN] }> =
+            unsafe { make_partition_view(x, shape![BR, BN], padding::None, dim_map::Identity, x.token()) };
+        let part_w: Partition<T, { [BN] }> =
+            unsafe { make_partition_view(w, shape![BN], padding::None, dim_map::Identity, w.token()) };
+        let part_b: Partition<T, { [BN] }> =
+            unsafe { make_partition_view(b, shape![BN], padding::None, dim_map::Identity, b.token()) };
+        let part_out: PartitionMut<T, { [BR, BN] }> =
+            unsafe { make_partition_view_mut(out, shape![BR, BN], padding::None, out.token()) };
+        // SAFETY: the grid is out's row-tile grid and the tiles are exact (BR | M, BN == N == len(w) ==
+        // len(b)), so tile (pid.0, 0) of x and out and tile 0 of w and b lie wholly inside them.
+        let (xt, _xdone): (Tile<T, { [BR, BN] }>, Token) = unsafe {
+            load_view_raw(&part_x, [pid.0, 0i32], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [true, true], shape![BR, BN])
+        };
+        let (wt, _wdone): (Tile<T, { [BN] }>, Token) = unsafe {
+            load_view_raw(&part_w, [0i32], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [true], shape![BN])
+        };
+        let (bt, _bdone): (Tile<T, { [BN] }>, Token) = unsafe {
+            load_view_raw(&part_b, [0i32], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [true], shape![BN])
+        };
+        let yt: Tile<T, { [BR, BN] }> = layer_norm_rows::<T, BR, BN, N>(xt, wt, bt, eps, inv_n);
+        let _done: Token = unsafe {
+            store_view_raw(&part_out, yt, [pid.0, 0i32], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [true, true])
+        };
     }
 
     #[cutile::entry()]
@@ -119,7 +177,13 @@ pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: if n <= bn { "layer_norm_row" } else { "layer_norm_chunks" },
+        function: if n > bn {
+            "layer_norm_chunks"
+        } else if config::row_without_tma(cfg, m, n) {
+            "layer_norm_row_notma"
+        } else {
+            "layer_norm_row"
+        },
         generics: vec![dtype.cutile_name().into(), br.to_string(), bn.to_string(), n.to_string()],
         args: vec![
             ArgView::contiguous("out", 3, &[m, n]),
@@ -145,6 +209,9 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
     let (g, o) = (spec.generics, spec.options);
     let r = if spec.function == "layer_norm_row" {
         let op = kernel::layer_norm_row((&mut out).partition([br, bn]), &x, &w, &b, eps, inv_n).generics(g).compile_options(o);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else if spec.function == "layer_norm_row_notma" {
+        let op = kernel::layer_norm_row_notma((&mut out).partition([br, bn]), &x, &w, &b, eps, inv_n).generics(g).compile_options(o);
         unsafe { op.async_on(&rt.stream) }.map(|_| ())
     } else {
         let op = kernel::layer_norm_chunks((&mut out).partition([br, n as usize]), &x, &w, &b, eps, inv_n).generics(g).compile_options(o);

@@ -1,8 +1,14 @@
 //! rms_norm: out = x * rsqrt(mean(x^2) + eps) * w over rows of x (M, N). fp32 math throughout;
 //! padding columns load as 0, which adds nothing to the sum of squares, so no mask is needed.
 //!
-//! Two kernels, chosen by the tile width BN (config) against the row width N:
+//! Three kernels, chosen by the tile width BN (config) against the row width N:
 //! * `rms_norm_row` (N <= BN): the whole row is one tile: x is read once (cuTile Python's structure).
+//! * `rms_norm_row_notma` (config TMA=0 and exact tiles: BN == N, BR divides M; `config::row_without_tma`):
+//!   the same tile with x and w loaded, and out stored, without TMA through in-bounds views (plain LDG /
+//!   STG). With TMA, tileiras warp-specialises `rms_norm_row` (TMA producer warp, shared-memory staging,
+//!   one 128-thread warpgroup of the 256 computing); without it, as in cuTile Python's softmax (111 ->
+//!   71.7 us at 4096 x 16384 on the H200), every thread issues its loads back to back. Other shapes ignore
+//!   TMA=0.
 //! * `rms_norm_chunks` (N > BN): pass 1 accumulates the sum of squares over BN-column chunks, pass 2
 //!   reloads each chunk, scales and writes.
 
@@ -14,6 +20,24 @@ use cutile::prelude::*;
 #[cutile::module]
 pub mod kernel {
     use cutile::core::*;
+
+    /// rms_norm of BR rows held in one tile: the body of both row kernels (inlined by the cuTile compiler).
+    fn rms_norm_rows<T: ElementType, const BR: i32, const BN: i32>(
+        xt: Tile<T, { [BR, BN] }>,
+        wt: Tile<T, { [BN] }>,
+        eps: f32,
+        inv_n: f32,
+    ) -> Tile<T, { [BR, BN] }> {
+        let xf: Tile<f32, { [BR, BN] }> = convert_tile(xt);
+        let ss: Tile<f32, { [BR] }> = reduce_sum(xf * xf, 1);
+        let ms: Tile<f32, { [BR, 1] }> =
+            ss.reshape(shape![BR, 1]) * broadcast_scalar(inv_n, shape![BR, 1]) + broadcast_scalar(eps, shape![BR, 1]);
+        let r: Tile<f32, { [BR, BN] }> = rsqrt(ms, ftz::Disabled).broadcast(shape![BR, BN]);
+        let wf: Tile<f32, { [BN] }> = convert_tile(wt);
+        let wf: Tile<f32, { [BR, BN] }> = wf.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
+        let yt: Tile<T, { [BR, BN] }> = convert_tile(xf * r * wf);
+        yt
+    }
 
     /// One tile = BR whole rows (BN >= N); `out` is partitioned in BR x BN tiles.
     #[cutile::entry()]
@@ -27,15 +51,41 @@ pub mod kernel {
         let pid: (i32, i32, i32) = get_tile_block_id();
         let xt: Tile<T, { [BR, BN] }> = x.load_tile(shape![BR, BN], [pid.0, 0i32]);
         let wt: Tile<T, { [BN] }> = w.load_tile(shape![BN], [0i32]);
-        let xf: Tile<f32, { [BR, BN] }> = convert_tile(xt);
-        let ss: Tile<f32, { [BR] }> = reduce_sum(xf * xf, 1);
-        let ms: Tile<f32, { [BR, 1] }> =
-            ss.reshape(shape![BR, 1]) * broadcast_scalar(inv_n, shape![BR, 1]) + broadcast_scalar(eps, shape![BR, 1]);
-        let r: Tile<f32, { [BR, BN] }> = rsqrt(ms, ftz::Disabled).broadcast(shape![BR, BN]);
-        let wf: Tile<f32, { [BN] }> = convert_tile(wt);
-        let wf: Tile<f32, { [BR, BN] }> = wf.reshape(shape![1, BN]).broadcast(shape![BR, BN]);
-        let yt: Tile<T, { [BR, BN] }> = convert_tile(xf * r * wf);
-        out.store(yt);
+        out.store(rms_norm_rows::<T, BR, BN>(xt, wt, eps, inv_n));
+    }
+
+    /// `rms_norm_row` when BN == N and BR divides M (the launch picks it only then, at TMA=0): every tile
+    /// is whole, so the views are unpadded and x, w and out are accessed in bounds (Tile IR `inbounds`;
+    /// on a zero-padded view tileiras 13.4 refuses it) with TMA disallowed: plain 128-bit LDG / STG.
+    #[cutile::entry()]
+    pub fn rms_norm_row_notma<T: ElementType, const BR: i32, const BN: i32, const N: i32>(
+        out: &mut Tensor<T, { [BR, BN] }>,
+        x: &Tensor<T, { [-1, -1] }>,
+        w: &Tensor<T, { [-1] }>,
+        eps: f32,
+        inv_n: f32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        // SAFETY: views of the tensors as they are at entry (their tokens); x and w are only read, and
+        // this block's tile of out is written by this block alone.
+        let part_x: Partition<T, { [BR, BN] }> =
+            unsafe { make_partition_view(x, shape![BR, BN], padding::None, dim_map::Identity, x.token()) };
+        let part_w: Partition<T, { [BN] }> =
+            unsafe { make_partition_view(w, shape![BN], padding::None, dim_map::Identity, w.token()) };
+        let part_out: PartitionMut<T, { [BR, BN] }> =
+            unsafe { make_partition_view_mut(out, shape![BR, BN], padding::None, out.token()) };
+        // SAFETY: the grid is out's row-tile grid and the tiles are exact (BR | M, BN == N == len(w)), so
+        // tile (pid.0, 0) of x and out and tile 0 of w lie wholly inside them.
+        let (xt, _xdone): (Tile<T, { [BR, BN] }>, Token) = unsafe {
+            load_view_raw(&part_x, [pid.0, 0i32], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [true, true], shape![BR, BN])
+        };
+        let (wt, _wdone): (Tile<T, { [BN] }>, Token) = unsafe {
+            load_view_raw(&part_w, [0i32], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [true], shape![BN])
+        };
+        let yt: Tile<T, { [BR, BN] }> = rms_norm_rows::<T, BR, BN>(xt, wt, eps, inv_n);
+        let _done: Token = unsafe {
+            store_view_raw(&part_out, yt, [pid.0, 0i32], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [true, true])
+        };
     }
 
     #[cutile::entry()]
@@ -81,7 +131,13 @@ pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     vec![KernelSpec {
         ast: kernel::__module_ast_self,
         module: "kernel",
-        function: if n <= bn { "rms_norm_row" } else { "rms_norm_chunks" },
+        function: if n > bn {
+            "rms_norm_chunks"
+        } else if config::row_without_tma(cfg, m, n) {
+            "rms_norm_row_notma"
+        } else {
+            "rms_norm_row"
+        },
         generics: vec![dtype.cutile_name().into(), br.to_string(), bn.to_string(), n.to_string()],
         args: vec![ArgView::contiguous("out", 2, &[m, n]), ArgView::contiguous("x", 0, &[m, n]), ArgView::contiguous("w", 1, &[n])],
         options: config::compile_options(cfg),
@@ -99,6 +155,9 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
     let (g, o) = (spec.generics, spec.options);
     let r = if spec.function == "rms_norm_row" {
         let op = kernel::rms_norm_row((&mut out).partition([br, bn]), &x, &w, eps, inv_n).generics(g).compile_options(o);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    } else if spec.function == "rms_norm_row_notma" {
+        let op = kernel::rms_norm_row_notma((&mut out).partition([br, bn]), &x, &w, eps, inv_n).generics(g).compile_options(o);
         unsafe { op.async_on(&rt.stream) }.map(|_| ())
     } else {
         let op = kernel::rms_norm_chunks((&mut out).partition([br, n as usize]), &x, &w, eps, inv_n).generics(g).compile_options(o);
