@@ -82,10 +82,10 @@ _TMA_FLAGS = {"LOAD_TMA": 1, "STORE_TMA": 1}
 _SOFTMAX_FLAGS = {"EXACT": 0, **_TMA_FLAGS}
 _SOFTMAX_FLAG_SWEEP = ((1, 1, 1), (1, 0, 1), (0, 1, 0), (1, 1, 0), (1, 0, 0))  # (EXACT, LOAD_TMA, STORE_TMA)
 _NORM_FLAG_SWEEP = ((1, 0), (0, 1), (0, 0))  # (LOAD_TMA, STORE_TMA)
-NORM_OPS = tuple(op for op in ROW_OPS if op != "softmax")
-for _op in ROW_OPS:
+_ROW_FLAGS = {op: _SOFTMAX_FLAGS if op == "softmax" else _TMA_FLAGS for op in ROW_OPS}  # each row op's flags
+for _op, _flags in _ROW_FLAGS.items():
     for _row in DEFAULTS[_op].values():
-        _row.update(_SOFTMAX_FLAGS if _op == "softmax" else _TMA_FLAGS)
+        _row.update(_flags)
 
 # Allowed values per knob (check_config refuses others): pow2 tile sizes, hint knobs also 0 = auto.
 _ROW_SPACE = {"MAX_SINGLE": (4096, 8192, 16384, 32768), "LOOP_TN": (512, 1024, 2048, 4096),
@@ -102,9 +102,8 @@ SPACES: dict[str, dict[str, tuple]] = {
             "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
     "attention": {"BM": (64, 128, 256), "BN": (32, 64, 128), "OCC": (0, 1, 2), "WARPS": (0, 4, 8)},
 }
-SPACES["softmax"].update({k: (0, 1) for k in _SOFTMAX_FLAGS})
-for _op in NORM_OPS:
-    SPACES[_op].update({k: (0, 1) for k in _TMA_FLAGS})
+for _op, _flags in _ROW_FLAGS.items():
+    SPACES[_op].update({k: (0, 1) for k in _flags})
 HINT_KEYS = ("OCC", "WARPS", "CTAS")  # 0 allowed (compiler's choice)
 FLAG_KEYS = (*_SOFTMAX_FLAGS, "OUT_ROWS")  # 0 or 1
 
