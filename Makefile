@@ -7,6 +7,9 @@ TR := $(PY) -m tilerosetta
 TR_SRC := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH} $(TR)
 GEN := PYTHONPATH=$(CURDIR)/python$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m tilerosetta.codegen
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (auto = one per core; 0 = in this process). --dist loadgroup keeps each
+# backend x op in one worker (shared_tests/conftest.py says why).
+PYTEST_WORKERS ?= auto
 
 .PHONY: setup generate check-generated build-all build-python build-cpp build-rust build-julia test test-native list doctor bench report gpu-bundle clean
 
@@ -45,7 +48,7 @@ build-julia: setup check-generated
 # closes the output.
 test: build-all
 	@$(MAKE) --no-print-directory test-native
-	@$(TR) test -- $(PYTEST_ARGS)
+	@$(TR) test -- -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-native:
 	@for t in tools/test-*.sh; do [ -x "$$t" ] && { echo "== $$t"; "$$t" || exit 1; }; done; true

@@ -96,6 +96,18 @@ def test_sweep_checks_every_config_and_picks_the_fastest_correct(tmp_path):
     assert tuning.lookup("tunable", "vector_add", "fp32", "sm_90", case.dims, path=table) == {"BLOCK": 128}
 
 
+def test_sweep_leaves_out_configs_the_backend_refuses_for_the_case(tmp_path):
+    b = TunableBackend("tunable")
+    spec = get_spec("vector_add")
+    case = spec.cases[3]
+    b.config_refusal = lambda op, dtype, dims, cfg: "too wide" if cfg["BLOCK"] == 256 else None
+    with results.ResultsWriter(tmp_path / "sweep.jsonl") as w:
+        recs = sweep.sweep_case(b, spec, torch.float32, case, w, runner.Settings(cpu=True),
+                                timer=fixed_timer(lambda fn: 1.0))
+    tried = [r["config"] for r in recs if not r["sweep_default"]]
+    assert {"BLOCK": 128} in tried and {"BLOCK": 256} not in tried and len(tried) == 3
+
+
 def test_sweep_refuses_an_untunable_op():
     b = TunableBackend()
     spec = get_spec("softmax")

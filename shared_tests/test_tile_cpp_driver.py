@@ -79,13 +79,13 @@ def test_launch_passes_grid_block_stream_and_parameters(fake_driver, tmp_path):
 
 
 @pytest.mark.parametrize("n, function", [
-    (8192, "layer_norm_bf16_1_8192_4_a16"),  # the row fits the tile: the one-tile entry
-    (4100, "layer_norm_bf16_1_8192_4"),  # narrower and not 16-byte strided: its generic twin
-    (8200, "layer_norm_bf16_1_8192_4_loop_a16"),  # wider than the tile: the multi-chunk entry
-    (8193, "layer_norm_bf16_1_8192_4_loop"),
+    (4096, "layer_norm_bf16_1_4096_4_a16"),  # the row fits the tile: the one-tile entry
+    (2052, "layer_norm_bf16_1_4096_4"),  # narrower and not 16-byte strided: its generic twin
+    (4104, "layer_norm_bf16_1_4096_4_loop_a16"),  # wider than the tile: the multi-chunk entry
+    (4097, "layer_norm_bf16_1_4096_4_loop"),
 ])
 def test_row_op_launches_the_entry_its_row_width_needs(fake_driver, tmp_path, n, function):
-    result, log = run_child(fake_driver, tmp_path, "ppppiif", "layer_norm_bf16_1_8192_4",
+    result, log = run_child(fake_driver, tmp_path, "ppppiif", "layer_norm_bf16_1_4096_4",
                             [[5, n], [n], [n], [5, n]], "bfloat16", {"eps": 1e-5})
     assert result == "ok", result
     assert log[1] == f"function {function}"

@@ -83,10 +83,13 @@ def test_cubin_is_a_cuda_elf_holding_every_kernel(op, arch):
     assert blob[4] == 2, "not a 64-bit ELF"
     (machine,) = struct.unpack_from("<H", blob, 18)
     assert machine == EM_CUDA, f"e_machine {machine}, expected EM_CUDA ({EM_CUDA})"
-    entries = ("", "_loop") if SPECS[op].family == "rows" else ("",)  # a row op's multi-chunk entry too
     for k in kernels_of(op):  # the launcher finds kernels by these symbol names (and their aligned twins)
-        for name in (k["name"] + e + a for e in entries for a in ("", "_a16")):
-            assert b"\0" + name.encode() + b"\0" in blob, f"{name} not in {op} {arch} cubin"
+        # a row op's multi-chunk entry too, exactly where its chunk is narrow enough (tr_kernels.h)
+        loop = SPECS[op].family == "rows" and k["config"]["TN"] <= mod.ROW_LOOP_MAX_TN
+        for e in ("", "_loop"):
+            for name in (k["name"] + e + a for a in ("", "_a16")):
+                held = b"\0" + name.encode() + b"\0" in blob
+                assert held == (e == "" or loop), f"{name} {'not ' if not held else ''}in {op} {arch} cubin"
 
 
 def test_kernel_table_covers_every_op_and_dtype():
@@ -322,6 +325,11 @@ def test_row_kernels_launch_the_loop_entry_exactly_for_rows_wider_than_the_tile(
         tn, vec = k["config"]["TN"], 16 // (4 if k["dtype"] == "fp32" else 2)
         for n, loop in ((1, False), (tn - 1, False), (tn, False), (tn + 1, True), (tn + vec, True), (3 * tn, True)):
             tensors = fakes(op, {"M": 3, "N": n}, DTYPES[k["dtype"]])
+            if loop and tn > mod.ROW_LOOP_MAX_TN:  # no chunk loop compiled for this tile: refused, named
+                with pytest.raises(ValueError, match=rf"tile_cpp\.{op}: argument 'x': rows of N={n} columns .* "
+                                                     rf"{k['name']}'s tile \(TN={tn}\)"):
+                    mod.plan(k["name"], tensors, params)
+                continue
             plan = mod.plan(k["name"], tensors, params)
             entry = k["name"] + ("_loop" if loop else "")
             assert plan["entry"] == entry, (k["name"], n)
@@ -349,6 +357,13 @@ def test_every_row_case_launches_an_entry_that_covers_its_row(adapter, op):
                 assert b"\0" + plan["function"].encode() + b"\0" in mod.cubin(op, arch), (plan["function"], arch)
             kinds.add(loop)
     assert kinds == {False, True}, f"{op}: the cases should exercise both entries, got loop in {kinds}"
+
+
+def test_python_mirror_knows_the_modules_widest_loop():
+    from tilerosetta.backends import tile_cpp
+
+    assert tile_cpp.ROW_LOOP_MAX_TN == mod.ROW_LOOP_MAX_TN
+    assert any(k["config"]["TN"] > mod.ROW_LOOP_MAX_TN for k in kernels_of("softmax"))  # the rule bites
 
 
 def test_plan_layer_norm_eps():

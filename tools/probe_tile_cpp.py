@@ -29,7 +29,8 @@ import sys
 import time
 
 # The probe case of an op is its spec's first bench case, except these (smaller, so a float32 reference
-# fits on the GPU, or a shape the table needs); a new op needs no entry.
+# fits on the GPU, or a shape the table needs); a new op needs no entry. A row kernel whose tile has no chunk
+# loop (TN > 4096, cpp/include/tr_kernels.h) runs rows of N = TN where the case's are wider.
 CASES = {
     "vector_add": ({"N": 1 << 26}, {}),
     "rms_norm": ({"M": 16384, "N": 4096}, {}),
@@ -68,6 +69,10 @@ def _case(v):
     dims = dict(dims)
     if "D" in dims and dims["D"] is None:
         dims["D"] = v["config"]["D"]
+    from tilerosetta.backends.tile_cpp import row_loop_refusal
+
+    if row_loop_refusal(v["op"], v["config"], dims):  # a wide tile has no chunk loop: rows of its own width
+        dims["N"] = v["config"]["TN"]
     return Case(dims, dict(params))
 
 

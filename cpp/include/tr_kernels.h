@@ -36,6 +36,20 @@
 // H200: the tuned tile of softmax 32768x4096 and add_rms_norm 16384x4096 (bench/GAPS.md).
 #define TR_ROW_KERNELS_16(X, op, dt, CT) \
   TR_ROW_KERNELS_T(X, op, dt, CT) X(op, dt, CT, 2, 4096, 4) X(op, dt, CT, 2, 8192, 2)
+// The multi-chunk loop (`<name>_loop`, launched for rows wider than TN) is compiled for chunks of at most
+// TR_ROW_LOOP_MAX_TN columns; wider configs hold only their one-tile entries (a row of N <= TN). A 8192- or
+// 16384-column chunk loop cost most of the row ops' compile time (tileiras 13.4, sm_90 rms_norm: 184 s with
+// them, 75 s without, on the 2-core CI machine) and nothing picks it: the adapter loops wider rows in
+// 1 x 1024 chunks, and the H200 sweeps never chose a chunk over 4096 (bench/GAPS.md). The module refuses
+// N > TN > TR_ROW_LOOP_MAX_TN naming the kernel (ops.cpp, row_entry). TR_ROW_LOOP_<TN> gives each TN of the
+// table its answer for the preprocessor (common.cuh, TR_ROW_ENTRIES, checks it against the bound): a new TN
+// needs its line here.
+#define TR_ROW_LOOP_MAX_TN 4096
+#define TR_ROW_LOOP_512 1
+#define TR_ROW_LOOP_1024 1
+#define TR_ROW_LOOP_4096 1
+#define TR_ROW_LOOP_8192 0
+#define TR_ROW_LOOP_16384 0
 #define TR_FAMILY_ROWS_KERNELS(X, op) \
   TR_ROW_KERNELS_T(X, op, fp32, float) TR_ROW_KERNELS_16(X, op, fp16, __half) \
   TR_ROW_KERNELS_16(X, op, bf16, __nv_bfloat16)

@@ -88,12 +88,19 @@ __tile__ inline void store_no_tma(const View& v, const Tile& t, I... at) {
 #define TR_HINT_W_4 [[cutile::hint(0, num_worker_warps_per_cta = 4)]]
 #define TR_HINT_W_8 [[cutile::hint(0, num_worker_warps_per_cta = 8)]]
 
-// The four symbols of one "rows" family config (softmax and the norms), E(symbol, OCC, body, A, CT, TM, TN)
+// The symbols of one "rows" family config (softmax and the norms), E(symbol, OCC, body, A, CT, TM, TN)
 // defining one: `name` and `name_a16` run the one-tile body (the whole row in one TN tile, N <= TN),
-// `name_loop` and `name_loop_a16` the multi-chunk body (any N). The module launches `_loop` only when
-// N > TN (cpp/src/ops.cpp, row_entry). One kernel holding both paths behind `if (nc == 1)` makes tileiras
-// 13.4 drop the occupancy hint (layer_norm 4096x8192: 1 CTA/SM instead of 4;
-// docs/upstream/cuda-tile-cpp-occupancy-hint.md), and the one-tile entry must not pay for a path it never runs.
-#define TR_ROW_ENTRIES(E, name, OCC, one, chunks, CT, TM, TN)                                      \
-  E(name, OCC, one, false, CT, TM, TN) E(name##_a16, OCC, one, true, CT, TM, TN)                 \
+// `name_loop` and `name_loop_a16` the multi-chunk body (any N), only where TN <= TR_ROW_LOOP_MAX_TN
+// (tr_kernels.h says why). The module launches `_loop` only when N > TN (cpp/src/ops.cpp, row_entry). One
+// kernel holding both paths behind `if (nc == 1)` makes tileiras 13.4 drop the occupancy hint (layer_norm
+// 4096x8192: 1 CTA/SM instead of 4; docs/upstream/cuda-tile-cpp-occupancy-hint.md), and the one-tile entry
+// must not pay for a path it never runs.
+#define TR_CAT_(a, b) a##b
+#define TR_CAT(a, b) TR_CAT_(a, b)
+#define TR_ROW_LOOPS_0(E, name, OCC, chunks, CT, TM, TN)
+#define TR_ROW_LOOPS_1(E, name, OCC, chunks, CT, TM, TN) \
   E(name##_loop, OCC, chunks, false, CT, TM, TN) E(name##_loop_a16, OCC, chunks, true, CT, TM, TN)
+#define TR_ROW_ENTRIES(E, name, OCC, one, chunks, CT, TM, TN)                                      \
+  static_assert(TR_ROW_LOOP_##TN == ((TN) <= TR_ROW_LOOP_MAX_TN), "TR_ROW_LOOP_" #TN " disagrees with TR_ROW_LOOP_MAX_TN"); \
+  E(name, OCC, one, false, CT, TM, TN) E(name##_a16, OCC, one, true, CT, TM, TN)                 \
+  TR_CAT(TR_ROW_LOOPS_, TR_ROW_LOOP_##TN)(E, name, OCC, chunks, CT, TM, TN)

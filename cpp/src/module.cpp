@@ -250,6 +250,7 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
         "torch.cuda.current_stream().cuda_stream). Asynchronous: no host synchronisation.");
 
   m.attr("NVCC_VERSION") = TR_STR(TR_NVCC_VERSION);
+  m.attr("ROW_LOOP_MAX_TN") = TR_ROW_LOOP_MAX_TN;  // a "rows" config wider than this has no `_loop` entry
   m.attr("ARCHS") = [] {
     std::set<int> archs;
     for (size_t i = 0; i < tr_num_cubins; ++i) archs.insert(tr_cubins[i].arch);

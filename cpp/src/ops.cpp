@@ -1,5 +1,6 @@
 #include "ops.h"
 
+#include "tr_kernels.h"
 #include "tr_ops.h"
 
 #include <cctype>
@@ -276,8 +277,17 @@ int KernelInfo::get(const std::string& key) const {
 
 std::string row_entry(const KernelInfo& k, std::int64_t n) {
   if (std::string(decl(k.op).family) != "rows") return k.name;
-  // The one-tile entry computes only the first TN columns of a row: wider rows must take the loop.
-  return n <= k.get("TN") ? k.name : k.name + "_loop";
+  // The one-tile entry computes only the first TN columns of a row: wider rows must take the loop, which
+  // only chunks of up to TR_ROW_LOOP_MAX_TN columns have (tr_kernels.h).
+  const int tn = k.get("TN");
+  if (n <= tn) return k.name;
+  if (tn > TR_ROW_LOOP_MAX_TN)
+    throw ArgError{k.op, "x", "rows of N=" + std::to_string(n) + " columns are wider than kernel " + k.name +
+                                  "'s tile (TN=" + std::to_string(tn) + "), and the multi-chunk loop is compiled only for "
+                                  "TN <= " + std::to_string(TR_ROW_LOOP_MAX_TN) +
+                                  " (cpp/include/tr_kernels.h): choose a config with TN >= N or TN <= " +
+                                  std::to_string(TR_ROW_LOOP_MAX_TN)};
+  return k.name + "_loop";
 }
 
 std::vector<std::string> op_arguments(const std::string& op) {

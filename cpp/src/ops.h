@@ -49,7 +49,8 @@ struct Plan {
 };
 
 // The entry point of kernel `k` for rows `n` wide, for an op of the "rows" family: `<name>` (the row in
-// one TN tile, no chunk loop) when n <= TN, else `<name>_loop` (multi-chunk). Any other op: `<name>`.
+// one TN tile, no chunk loop) when n <= TN, else `<name>_loop` (multi-chunk; ArgError when TN is over
+// TR_ROW_LOOP_MAX_TN, which has no loop). Any other op: `<name>`.
 std::string row_entry(const KernelInfo& k, std::int64_t n);
 
 // The argument names of an op (inputs then outputs), for error messages and the Python side.

@@ -390,6 +390,11 @@ class Backend:
             return self.config_tables.config_space(op, dtype_name(dtype))
         return []
 
+    def config_refusal(self, op: str, dtype: torch.dtype, dims: dict[str, int],
+                       config: dict[str, Any]) -> str | None:
+        """Why a config of the space cannot run a call of these dims (a sweep leaves it out), else None."""
+        return None
+
     def builtin_config(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> dict[str, Any]:
         """The adapter's own table for op/dtype/dims (peers: a note on how the call is made)."""
         if self.config_tables is not None:

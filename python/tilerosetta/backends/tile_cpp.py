@@ -64,14 +64,30 @@ def _row_default(dtype, dims, widest=8192):
     return {"TM": 1, "TN": 1024, "OCC": 4}
 
 
+# The widest chunk that has the multi-chunk `_loop` entry (TR_ROW_LOOP_MAX_TN in cpp/include/tr_kernels.h says
+# why wider ones have none); test_tile_cpp_module.py checks it against the built module's ROW_LOOP_MAX_TN.
+ROW_LOOP_MAX_TN = 4096
+
+
+def row_loop_refusal(op: str, config: dict, dims: dict) -> str | None:
+    """Why a "rows" family config cannot run rows this wide (N > TN > ROW_LOOP_MAX_TN: no loop), else None."""
+    if get_spec(op).family != "rows" or dims["N"] <= config["TN"] or config["TN"] <= ROW_LOOP_MAX_TN:
+        return None
+    return (f"rows of N={dims['N']} columns are wider than the config's tile (TN={config['TN']}), and the "
+            f"multi-chunk loop is compiled only for TN <= {ROW_LOOP_MAX_TN} (cpp/include/tr_kernels.h)")
+
+
 def row_entry(op: str, kernel: str, config: dict, dims: dict) -> str:
     """The entry point (symbol without `_a16`) the module launches for `kernel` on a call with these dims:
     for a "rows" family op `<kernel>_loop` (multi-chunk) when the row is wider than the tile (N > TN), else
-    `<kernel>` (the one-tile body, which computes only the first TN columns). The module decides this
-    itself (row_entry in cpp/src/ops.cpp); this copy is for tools that read a cubin without launching, and
-    test_tile_cpp_module.py checks that the two agree."""
+    `<kernel>` (the one-tile body, which computes only the first TN columns); ValueError where that config
+    has no loop. The module decides this itself (row_entry in cpp/src/ops.cpp); this copy is for tools that
+    read a cubin without launching, and test_tile_cpp_module.py checks that the two agree."""
     if get_spec(op).family != "rows":
         return kernel
+    why = row_loop_refusal(op, config, dims)
+    if why:
+        raise ValueError(f"tile_cpp.{op}: argument 'x': {why}")
     return kernel if dims["N"] <= config["TN"] else kernel + "_loop"
 
 
@@ -218,6 +234,9 @@ class TileCppBackend(Backend):
         if default is None:
             raise KeyError(f"tile_cpp.{op}: no default config (add it to DEFAULTS in backends/tile_cpp.py)")
         return dict(default(dtype, dims))
+
+    def config_refusal(self, op, dtype, dims, config):
+        return row_loop_refusal(op, config, dims)
 
     def check_config(self, op, dtype, config):
         """A config is runnable when some instantiated kernel has these values (the module holds no other)."""

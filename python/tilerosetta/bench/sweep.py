@@ -66,7 +66,9 @@ def sweep_case(backend: Backend, spec: OpSpec, dtype, case: Case, writer: Result
                ceilings=None, timer=None, on_config=None, max_configs: int | None = None,
                where: list[dict[str, int]] | None = None,
                pick: Callable[[list[dict]], list[dict]] | None = None) -> list[dict]:
-    space = spread(select(backend.config_space(spec.name, dtype), where or []), max_configs)
+    space = [c for c in select(backend.config_space(spec.name, dtype), where or [])
+             if backend.config_refusal(spec.name, dtype, dict(case.dims), c) is None]
+    space = spread(space, max_configs)
     if not space:
         raise ValueError(f"{backend.name}.{spec.name}: no config space for {dtype_name(dtype)} "
                          f"(config_space returned [])")
