@@ -106,6 +106,9 @@ def test_sweep_leaves_out_configs_the_backend_refuses_for_the_case(tmp_path):
                                 timer=fixed_timer(lambda fn: 1.0))
     tried = [r["config"] for r in recs if not r["sweep_default"]]
     assert {"BLOCK": 128} in tried and {"BLOCK": 256} not in tried and len(tried) == 3
+    b.config_refusal = lambda op, dtype, dims, cfg: "too wide"
+    with pytest.raises(ValueError, match=r"every config of the space is refused .*: too wide"):
+        sweep.sweep_case(b, spec, torch.float32, case, None, runner.Settings(cpu=True))
 
 
 def test_sweep_refuses_an_untunable_op():

@@ -66,12 +66,15 @@ def sweep_case(backend: Backend, spec: OpSpec, dtype, case: Case, writer: Result
                ceilings=None, timer=None, on_config=None, max_configs: int | None = None,
                where: list[dict[str, int]] | None = None,
                pick: Callable[[list[dict]], list[dict]] | None = None) -> list[dict]:
-    space = [c for c in select(backend.config_space(spec.name, dtype), where or [])
-             if backend.config_refusal(spec.name, dtype, dict(case.dims), c) is None]
-    space = spread(space, max_configs)
-    if not space:
+    offered = select(backend.config_space(spec.name, dtype), where or [])
+    if not offered:
         raise ValueError(f"{backend.name}.{spec.name}: no config space for {dtype_name(dtype)} "
                          f"(config_space returned [])")
+    judged = [(c, backend.config_refusal(spec.name, dtype, dict(case.dims), c)) for c in offered]
+    space = spread([c for c, why in judged if why is None], max_configs)
+    if not space:
+        raise ValueError(f"{backend.name}.{spec.name}: every config of the space is refused for {case.name} "
+                         f"({dtype_name(dtype)}), e.g. {judged[0][0]}: {judged[0][1]}")
     if pick:  # a worker of `sweep --gpus`: its share of the configurations (the default always runs)
         space = pick(space)
     runner = CaseRunner(settings, ceilings, timer)
