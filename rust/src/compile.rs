@@ -28,8 +28,10 @@ pub fn spec_bits(spec: &KernelSpec, dtype: DType) -> Vec<(&'static str, Speciali
     spec.args
         .iter()
         .map(|a| {
-            let ptr = ASSUMED_BASE_PTR + (a.offset as u64) * dtype.size() as u64;
-            (a.name, compute_spec(ptr, &a.shape, &a.strides, dtype.size() as i32))
+            // Workspace views (ArgView::workspace) are fp32 scratch memory, whatever the request's dtype.
+            let size = a.elem_size(dtype);
+            let ptr = ASSUMED_BASE_PTR + (a.offset as u64) * size as u64;
+            (a.name, compute_spec(ptr, &a.shape, &a.strides, size as i32))
         })
         .collect()
 }

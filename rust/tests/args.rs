@@ -486,3 +486,94 @@ fn prepared_refuses_what_plan_refuses_and_rechecks_pointers() {
     assert!(ops::plan(&inplace).is_ok());
     assert!(tilerosetta_cutile_rs::args::check_pointers(&inplace, tilerosetta_cutile_rs::generated::op("rope").unwrap()).is_ok());
 }
+
+/// attention's split-KV plan is python/tilerosetta/kernels/attention_split.py `split_plan` /
+/// `packed_rows` (every backend splits a case alike): the values below are that file's answers.
+#[test]
+fn attention_split_plan_matches_python() {
+    use tilerosetta_cutile_rs::ops::attention::{packed_rows, split_plan, H200_SM_COUNT, MIN_SPLIT_BLOCKS};
+    assert_eq!((H200_SM_COUNT, MIN_SPLIT_BLOCKS), (132, 4));
+    let plan = |tiles, sk, bn| split_plan(tiles, sk, bn, H200_SM_COUNT, MIN_SPLIT_BLOCKS);
+    // (tiles, Sk, BN) -> (n_split, chunk)
+    assert_eq!(plan(8, 4096, 64), (16, 256)); // 8 tiles x 16 chunks of 4 key tiles
+    assert_eq!(plan(8, 4099, 128), (9, 512)); // ragged: the 9th chunk holds 3 keys
+    assert_eq!(plan(512, 4096, 64), (1, 4096)); // the tiles fill the GPU alone: no split
+    assert_eq!(plan(2, 100, 64), (1, 100)); // fewer keys than two chunks of 4 tiles
+    assert_eq!(plan(128, 4096, 64), (3, 1408)); // ~2 blocks per SM caps the split
+    assert_eq!(plan(8, 300, 64), (1, 300));
+    assert_eq!(plan(2, 1000, 16), (16, 64));
+    assert_eq!(plan(131, 512, 64), (2, 256)); // just under the SM count, exactly two chunks of keys
+    assert_eq!(plan(132, 4096, 64), (1, 4096)); // exactly the SM count: no split
+    assert_eq!(plan(8, 4096, 128), (8, 512)); // Llama decode B=1 (packed: Hkv = 8 row tiles)
+    assert_eq!(plan(128, 4096, 128), (3, 1408)); // B=16
+    assert_eq!(plan(1, 1023, 128), (1, 1023));
+    assert_eq!(plan(1, 1024, 128), (2, 512));
+    // Another SM count changes the answer the way the formula says.
+    assert_eq!(split_plan(8, 4096, 128, 16, MIN_SPLIT_BLOCKS), (4, 1024));
+    // (H, Hkv, S, BM): G = H / Hkv > 1 heads of G * S <= BM rows.
+    assert!(packed_rows(32, 8, 1, 64));
+    assert!(!packed_rows(32, 32, 1, 64)); // G = 1: nothing to share
+    assert!(!packed_rows(32, 8, 40, 64)); // G * S = 160 > 64
+    assert!(packed_rows(32, 8, 16, 64)); // 64 rows: exactly one tile
+    assert!(!packed_rows(32, 8, 17, 64));
+    assert!(packed_rows(32, 8, 1, 16) && !packed_rows(32, 8, 5, 16));
+}
+
+/// The schedule a plan's dims (B, H, S, D, Hkv, Sk) get with the default tiles: packed rows for grouped
+/// decode (BM shrunk to the rows), split-KV below the SM count, and the prefill path untouched.
+#[test]
+fn attention_decode_schedule() {
+    use tilerosetta_cutile_rs::ops::attention::{schedule, specs_for, specs_on, H200_SM_COUNT};
+    let cfg = config::default_config("attention", DType::BF16, &[("S", 1), ("D", 128)]);
+    // (packed, NQ, M, BM, BN, row blocks, n_split, chunk)
+    let sched = |dims: &[i32]| {
+        let s = schedule(dims, &cfg, H200_SM_COUNT);
+        (s.packed, s.nq, s.m, s.bm, s.bn, s.row_blocks, s.n_split, s.chunk)
+    };
+    // Llama 3.1 8B decode (H 32, Hkv 8, S 1, Sk 4096): the 4 heads of a group are one 16-row tile.
+    assert_eq!(sched(&[1, 32, 1, 128, 8, 4096]), (true, 8, 4, 16, 128, 1, 8, 512));
+    assert_eq!(sched(&[16, 32, 1, 128, 8, 4096]), (true, 128, 4, 16, 128, 1, 3, 1408));
+    assert_eq!(sched(&[64, 32, 1, 128, 8, 4096]), (true, 512, 4, 16, 128, 1, 1, 4096));
+    // Not packed: G = 1 (one 16-row tile per head, still split), or G * S = 4 * 40 = 160 > BM 64.
+    assert_eq!(sched(&[1, 32, 1, 128, 32, 4096]), (false, 32, 1, 16, 128, 1, 8, 512));
+    assert_eq!(sched(&[1, 32, 40, 128, 8, 4096]), (false, 32, 40, 64, 128, 1, 8, 512));
+    assert_eq!(sched(&[1, 4, 40, 64, 1, 1500]), (false, 4, 40, 64, 128, 1, 3, 512));
+    assert_eq!(sched(&[1, 2, 300, 128, 2, 1200]), (false, 2, 300, 64, 128, 5, 3, 512));
+    // Short keys clamp BN: Sk 77 -> 128, Sk 20 -> 32.
+    assert_eq!(sched(&[3, 4, 1, 64, 4, 20]), (false, 12, 1, 16, 32, 1, 1, 20));
+    // The clamped tiles drop the hints tuned for the full one; the prefill tile keeps them.
+    let s = schedule(&[1, 32, 1, 128, 8, 4096], &cfg, H200_SM_COUNT);
+    assert_eq!(["BM", "BN", "OCC", "W"].map(|k| config::get(&s.cfg, k)), [16, 128, 0, 0]);
+    let prefill = schedule(&[4, 32, 4096, 128, 32, 4096], &cfg, H200_SM_COUNT);
+    assert_eq!((prefill.packed, prefill.n_split, &prefill.cfg), (false, 1, &cfg));
+    // Prefill: the per-head kernel with the generics it always had.
+    for (dims, causal) in [(vec![4, 32, 4096, 128, 32, 4096], true), (vec![4, 32, 4096, 64, 32, 4096], false)] {
+        let spec = specs_for(DType::BF16, &cfg, &dims, causal, true).remove(0);
+        assert_eq!(spec.function, "attention");
+        assert_eq!(spec.generics, ["bf16", "64", "128", &dims[3].to_string(), if causal { "1" } else { "0" }, "1"]);
+        assert_eq!(spec.options.occupancy, Some(2));
+    }
+    // Split: attention_split writes fp32 workspaces (NQ * n_split, Mp[, D]) laid end to end, the combine
+    // reads them; q and out are the packed (B*Hkv, G*S, D) view of (B, H, S, D).
+    let s = schedule(&[1, 32, 1, 128, 8, 4096], &cfg, H200_SM_COUNT);
+    let specs = specs_on(DType::BF16, &s, true, true);
+    let view = |i: usize, j: usize| {
+        let a = &specs[i].args[j];
+        (a.name, a.workspace, a.offset, a.shape.clone(), a.strides.clone())
+    };
+    assert_eq!(specs.iter().map(|s| s.function).collect::<Vec<_>>(), ["attention_split", "attention_combine"]);
+    assert_eq!(view(0, 0), ("m_ws", true, 0, vec![64, 16], vec![16, 1]));
+    assert_eq!(view(0, 1), ("l_ws", true, 1024, vec![64, 16], vec![16, 1]));
+    assert_eq!(view(0, 2), ("acc_ws", true, 2048, vec![64, 16, 128], vec![2048, 128, 1]));
+    assert_eq!(view(0, 3), ("q", false, 0, vec![8, 4, 128], vec![512, 128, 1]));
+    assert_eq!(view(0, 4), ("k", false, 0, vec![8, 4096, 128], vec![524288, 128, 1]));
+    assert_eq!(view(1, 0), ("out", false, 0, vec![8, 4, 128], vec![512, 128, 1]));
+    assert_eq!(view(1, 3), view(0, 2));
+    assert_eq!(s.workspace_floats(), 64 * 16 * 130);
+    assert_eq!(specs[1].generics, ["bf16", "16", "128"]);
+    // The workspaces are fp32 whatever the request's dtype: 4-byte elements in the compile-only spec bits.
+    assert_eq!(specs[0].args[0].elem_size(DType::BF16), 4);
+    assert_eq!(specs[0].args[3].elem_size(DType::BF16), 2);
+    // The plan's grid check sees the split grid (row sets x splits, row blocks): nothing to fold.
+    assert_eq!(ops::attention::tile_grid(&[1, 32, 1, 128, 8, 4096], &cfg), vec![64, 1, 1]);
+}

@@ -223,3 +223,44 @@ fn tileiras_rejects_garbage() {
     let err = assemble(b"not tile ir bytecode", ARCH, "garbage").expect_err("tileiras accepted garbage");
     assert!(err.contains("tileiras"), "{err}");
 }
+
+/// The decode schedule's kernels (ops/attention.rs module doc), at the shapes whose plan picks them
+/// (H200_SM_COUNT SMs, the default tiles): the split attention kernel and its combine for D 64 and 128,
+/// the packed rows without a split, and the per-head split; causal and not, both 16-bit dtypes. The
+/// expected kernel list is asserted, so a plan change that stops picking a kernel fails here too.
+#[test]
+fn decode_kernels_compile_for_sm90() {
+    use tilerosetta_cutile_rs::ops::attention;
+    // (B, H, S, D, Hkv, Sk), causal, scale > 0, the kernels the plan must pick.
+    let cases: Vec<([i32; 6], bool, bool, Vec<&'static str>)> = vec![
+        ([1, 32, 1, 128, 8, 4096], true, true, vec!["attention_split", "attention_combine"]),
+        ([1, 32, 1, 64, 8, 4096], true, true, vec!["attention_split", "attention_combine"]),
+        ([1, 32, 1, 128, 8, 4099], false, true, vec!["attention_split", "attention_combine"]),
+        ([1, 2, 300, 128, 2, 1200], true, true, vec!["attention_split", "attention_combine"]),
+        ([1, 4, 40, 64, 1, 1500], true, false, vec!["attention_split", "attention_combine"]),
+        ([64, 32, 1, 128, 8, 4096], true, true, vec!["attention_rows"]),
+        ([2, 8, 1, 64, 2, 300], false, true, vec!["attention_rows"]),
+        ([3, 4, 1, 64, 4, 77], true, true, vec!["attention"]),
+    ];
+    let mut jobs = vec![];
+    for dtype in [DType::F16, DType::BF16] {
+        for (dims, causal, scale_pos, want) in &cases {
+            let cfg = config::default_config("attention", dtype, &[("S", dims[2] as i64), ("D", dims[3] as i64)]);
+            let specs = attention::specs_for(dtype, &cfg, dims, *causal, *scale_pos);
+            let got: Vec<&str> = specs.iter().map(|s| s.function).collect();
+            assert_eq!(&got, want, "{dims:?} causal={causal}");
+            jobs.extend(specs.into_iter().map(|s| (dtype, *dims, s)));
+        }
+    }
+    with_stack(move || {
+        let mut failures = vec![];
+        let n = jobs.len();
+        for (i, (dtype, dims, spec)) in jobs.into_iter().enumerate() {
+            let tag = format!("attention_{}_{}_{}_{}", dtype.name(), spec.function, dims.map(|x| x.to_string()).join("x"), i);
+            if let Err(e) = bytecode(&spec, dtype, ARCH).and_then(|bc| assemble(&bc, ARCH, &tag)) {
+                failures.push(format!("{tag} {:?}: {e}", spec.generics));
+            }
+        }
+        assert!(failures.is_empty(), "{} of {n} decode specialisations failed:\n{}", failures.len(), failures.join("\n"));
+    });
+}

@@ -3,18 +3,44 @@
 //! with fp32 accumulation. The causal mask is aligned to the end of the keys: query i sees keys
 //! j <= i + Sk - S (plan refuses causal with S > Sk).
 //!
-//! No split-KV (flash-decoding) schedule here: bench/GAPS.md says why.
-//!
-//! Flash-attention forward: one tile block per (batch*head, BM query rows); it streams BN keys at a
+//! Flash-attention forward: one tile block per (row set, BM query rows); it streams BN keys at a
 //! time, keeping a running max m, running sum l and an un-normalised BM x D accumulator (online
-//! softmax, base-2 exponentials with log2(e) folded into the scale). Keys past S are masked to -inf;
+//! softmax, base-2 exponentials with log2(e) folded into the scale). Keys past Sk are masked to -inf;
 //! with `CAUSAL` the loop also stops at the block's last query row and masks keys after each row.
-//! Key tile 0 always holds a visible key for every row (key 0), so m is finite from the first step
-//! and no row ever divides by zero.
+//! Only the key tiles that hold such keys pay for the mask. Key tile 0 always holds a visible key for
+//! every row (key 0), so m is finite from the first step and no row ever divides by zero.
+//!
+//! The schedule (`schedule`; the same choices as the other backends, python/tilerosetta/kernels/
+//! attention_split.py, whose `split_plan` / `packed_rows` arithmetic is ported here exactly):
+//! * Rows. Per head, q and out are the (B*H, S, D) view and row set n reads K/V head n / G. When the G
+//!   query heads of one K/V head fit one query tile together (G > 1, G * S <= BM: decode), q and out are
+//!   seen as (B*Hkv, G*S, D) instead, the same row-major memory: row r of row set n is head n*G + r / S,
+//!   query r % S, and the row set reads K/V head n (group divisor 1). Why: a decode tile then holds G
+//!   real rows instead of 1, and K/V are read once per group instead of once per query head. The causal
+//!   limit of row r is (r % S) + Sk - S. Tiles shrink to the work: BM = max(16, min(BM, next_pow2(rows
+//!   per set))) (a G=4 decode tile is 16 rows, not 64), BN = max(16, min(BN, next_pow2(Sk))).
+//! * Split-KV (flash-decoding). When the row tiles (row sets x row blocks) are fewer than the SMs (decode
+//!   at small batch: B=1, Hkv=8 is 8 tiles for 132 SMs), the keys are cut into n_split chunks of `chunk`
+//!   keys (a multiple of BN). Block (row set, split, row block) of `attention_split` walks only its chunk
+//!   and writes its row max m (log2 units), row sum l and fp32 accumulator to fp32 workspaces;
+//!   `attention_combine` then merges the splits of each row block:
+//!   M = max_s m_s, out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
+//!   A split in which a row sees no key (causal) leaves m = -inf, l = 0, acc = 0: weight 0. Its masked
+//!   tiles guard the max (the exp2 offsets use 0 where m is still -inf, so -inf - -inf never makes NaN).
+//!   Split 0 holds key 0, which every row sees, so M is finite. The workspaces are Rust's own scratch
+//!   memory (runtime::with_scratch), never seen by Python. The SM count is the device's (runtime::
+//!   sm_count); compile-only specs and plan-time grid checks assume the H200's 132, as Python does
+//!   without a GPU.
+//! * Kernels: `attention` / `attention_folded` (per-head rows, no split: the prefill path, unchanged by
+//!   the decode schedule), `attention_rows` (packed rows, no split), `attention_split` + `attention_combine`.
+//!   Every grid is the output partition's tile counts (grid x = row sets [x splits], y = row blocks). Only
+//!   the per-head path can have more than 65535 row blocks on y (it then folds into grid x, issue 16): a
+//!   packed row set is one row block, and a split schedule has fewer row tiles than SMs.
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
 use crate::ops::{self, ArgView, KernelSpec, Plan, Rt, LINEAR_MAP_3D};
+use cutile::tile_kernel::CompileOptions;
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -204,6 +230,282 @@ pub mod kernel {
             out.store(yt.reshape(shape![1, BM, D]), index);
         }
     }
+
+    // ---- decode schedule: packed rows and split-KV (module doc) ----------------------------------------
+
+    /// One key tile `j` of the online softmax for the BM rows `tq` against K/V head `kvh`: the loop body of
+    /// `attend_rows` (inlined). MASKED: keys >= Sk and (CAUSAL) keys after a row's `limit` get -inf.
+    /// SAFE (a split's masked tiles): a split may hold no key some row can see, so m_new can be -inf;
+    /// the exp2 offsets then use 0 instead of m_new (p = exp2(-inf) = 0 and alpha = exp2(-inf) = 0, so l
+    /// and acc stay 0 without computing -inf - -inf = NaN) while m itself stays -inf (weight 0 in the
+    /// combine). Pinning m at 0 instead would make m a wrong stabiliser for rows whose scores are all far
+    /// below 0 (p would flush to 0 and the split would silently vanish).
+    fn kv_step<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const CAUSAL: i32,
+        const FOLD: i32,
+        const MASKED: i32,
+        const SAFE: i32,
+    >(
+        tq: Tile<T, { [BM, D] }>,
+        k: &Tensor<T, { [-1, -1, -1] }>,
+        v: &Tensor<T, { [-1, -1, -1] }>,
+        kvh: i32,
+        j: i32,
+        m_i: Tile<f32, { [BM, 1] }>,
+        l_i: Tile<f32, { [BM, 1] }>,
+        acc: Tile<f32, { [BM, D] }>,
+        scale: Tile<f32, { [BM, BN] }>,
+        scale_m: Tile<f32, { [BM, 1] }>,
+        offs_n: Tile<i32, { [BM, BN] }>,
+        limit: Tile<i32, { [BM, BN] }>,
+        s_tile: Tile<i32, { [BM, BN] }>,
+    ) -> (Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, D] }>) {
+        let kt: Tile<T, { [1, BN, D] }> = k.load_tile(shape![1, BN, D], [kvh, j, 0i32]);
+        let kt: Tile<T, { [BN, D] }> = kt.reshape(shape![BN, D]);
+        let kt_t: Tile<T, { [D, BN] }> = kt.transpose();
+        let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+        let mut qk: Tile<f32, { [BM, BN] }> = mma(tq, kt_t, zero);
+        if FOLD == 0i32 {
+            qk = qk * scale;
+        }
+        if MASKED == 1i32 {
+            let cols: Tile<i32, { [BM, BN] }> = offs_n + broadcast_scalar(j * BN, shape![BM, BN]);
+            let mut keep: Tile<bool, { [BM, BN] }> = lt_tile(cols, s_tile);
+            if CAUSAL == 1i32 {
+                keep = keep & ge_tile(limit, cols);
+            }
+            let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, shape![BM, BN]);
+            qk = select(keep, qk, neg_inf);
+        }
+        let row_max: Tile<f32, { [BM] }> = reduce_max(qk, 1);
+        let mut row_max: Tile<f32, { [BM, 1] }> = row_max.reshape(shape![BM, 1]);
+        if FOLD == 1i32 {
+            row_max = row_max * scale_m;
+        }
+        let m_new: Tile<f32, { [BM, 1] }> = max_tile(m_i, row_max);
+        let mut m_off: Tile<f32, { [BM, 1] }> = m_new;
+        if SAFE == 1i32 {
+            let none: Tile<f32, { [BM, 1] }> = constant(f32::NEG_INFINITY, shape![BM, 1]);
+            let zero_m: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+            m_off = select(eq_tile(m_new, none), zero_m, m_new);
+        }
+        let neg_m: Tile<f32, { [BM, BN] }> = negf(m_off).broadcast(shape![BM, BN]);
+        let mut x: Tile<f32, { [BM, BN] }> = qk + neg_m;
+        if FOLD == 1i32 {
+            x = fma(qk, scale, neg_m, rounding::NearestEven, ftz::Enabled);
+        }
+        let p: Tile<f32, { [BM, BN] }> = exp2(x, ftz::Enabled);
+        let alpha: Tile<f32, { [BM, 1] }> = exp2(m_i - m_off, ftz::Enabled);
+        let row_sum: Tile<f32, { [BM] }> = reduce_sum(p, 1);
+        let l_new: Tile<f32, { [BM, 1] }> = l_i * alpha + row_sum.reshape(shape![BM, 1]);
+        let acc_scaled: Tile<f32, { [BM, D] }> = acc * alpha.broadcast(shape![BM, D]);
+        let vt: Tile<T, { [1, BN, D] }> = v.load_tile(shape![1, BN, D], [kvh, j, 0i32]);
+        let vt: Tile<T, { [BN, D] }> = vt.reshape(shape![BN, D]);
+        let pt: Tile<T, { [BM, BN] }> = convert_tile(p);
+        let acc_new: Tile<f32, { [BM, D] }> = mma(pt, vt, acc_scaled);
+        (m_new, l_new, acc_new)
+    }
+
+    /// Row block `qi` (BM rows) of row set `nq` of the (NQ, M, D) view `q`, against keys [0, Sk) or, with
+    /// SPLIT, the key tiles [split * ct, split * ct + ct): the running max m (log2 units), the running sum
+    /// l and the un-normalised accumulator. Row r of a row set is query r % s_q (s_q = S): in the packed
+    /// view (B*Hkv, G*S, D) a row set is the G heads of one K/V head and r // s_q is the head within it;
+    /// in the per-head view (B*H, S, D) r < S. The K/V row set is nq / (NQ / (B*Hkv)) (1 when packed).
+    fn attend_rows<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const CAUSAL: i32,
+        const FOLD: i32,
+        const SPLIT: i32,
+    >(
+        q: &Tensor<T, { [-1, -1, -1] }>,
+        k: &Tensor<T, { [-1, -1, -1] }>,
+        v: &Tensor<T, { [-1, -1, -1] }>,
+        qk_scale_log2: f32,
+        s_q: i32,
+        nq: i32,
+        qi: i32,
+        split: i32,
+        ct: i32,
+    ) -> (Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, D] }>) {
+        let s_len: i32 = get_shape_dim(k.shape(), 1i32);
+        let m_len: i32 = get_shape_dim(q.shape(), 1i32);
+        let group: i32 = get_shape_dim(q.shape(), 0i32) / get_shape_dim(k.shape(), 0i32);
+        let kvh: i32 = nq / group;
+        // End-aligned causal mask: query i sees keys j <= i + off.
+        let off: i32 = s_len - s_q;
+
+        let tq: Tile<T, { [1, BM, D] }> = q.load_tile(shape![1, BM, D], [nq, qi, 0i32]);
+        let tq: Tile<T, { [BM, D] }> = tq.reshape(shape![BM, D]);
+        let scale: Tile<f32, { [BM, BN] }> = broadcast_scalar(qk_scale_log2, shape![BM, BN]);
+        let scale_m: Tile<f32, { [BM, 1] }> = broadcast_scalar(qk_scale_log2, shape![BM, 1]);
+
+        let mut m_i: Tile<f32, { [BM, 1] }> = constant(f32::NEG_INFINITY, shape![BM, 1]);
+        let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+        let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+
+        let offs_n: Tile<i32, { [BN] }> = iota(shape![BN]);
+        let offs_n: Tile<i32, { [BM, BN] }> = offs_n.reshape(shape![1, BN]).broadcast(shape![BM, BN]);
+        // Each row's causal limit from its query index r % s_q (r itself would be wrong once packed).
+        let r0: i32 = qi * BM;
+        let rows: Tile<i32, { [BM] }> = iota(shape![BM]);
+        let rows: Tile<i32, { [BM, 1] }> = rows.reshape(shape![BM, 1]) + broadcast_scalar(r0, shape![BM, 1]);
+        let query: Tile<i32, { [BM, 1] }> = rows % broadcast_scalar(s_q, shape![BM, 1]);
+        let limit: Tile<i32, { [BM, 1] }> = query + broadcast_scalar(off, shape![BM, 1]);
+        let limit: Tile<i32, { [BM, BN] }> = limit.broadcast(shape![BM, BN]);
+        let s_tile: Tile<i32, { [BM, BN] }> = broadcast_scalar(s_len, shape![BM, BN]);
+
+        // The block's smallest and largest query index over its real rows r0..=r_last: all of 0..S-1
+        // when they span two heads (packed), else r0 % S and r_last % S.
+        let r_last: i32 = min(r0 + BM, m_len) - 1i32;
+        let spans: i32 = min(r_last / s_q - r0 / s_q, 1i32);
+        let i_lo: i32 = (r0 % s_q) * (1i32 - spans);
+        let i_hi: i32 = r_last % s_q + spans * (s_q - 1i32 - r_last % s_q);
+        // Key tiles [j0, n_full) are inside Sk and (CAUSAL) visible to every real row: their last key
+        // (j+1)*BN - 1 is <= i_lo + off and < Sk; they run unmasked. [n_full, n_kv) pay for the mask;
+        // causal tiles past the last row's limit are never loaded. j0 <= n_full <= n_kv always.
+        let mut n_kv: i32 = ceil_div(s_len, BN);
+        let mut n_full: i32 = s_len / BN;
+        if CAUSAL == 1i32 {
+            n_kv = ceil_div(min(s_len, i_hi + off + 1i32), BN);
+            n_full = min(i_lo + off + 1i32, s_len) / BN;
+        }
+        let mut j0: i32 = 0i32;
+        if SPLIT == 1i32 {
+            j0 = split * ct;
+            n_kv = max(min(n_kv, j0 + ct), j0);
+            n_full = max(j0, min(n_full, n_kv));
+        }
+        // Unmasked tiles come first: after the first, every row's m is finite (no guard needed there).
+        for j in j0..n_full {
+            let (m_new, l_new, acc_new) = kv_step::<T, BM, BN, D, CAUSAL, FOLD, 0i32, 0i32>(
+                tq, k, v, kvh, j, m_i, l_i, acc, scale, scale_m, offs_n, limit, s_tile,
+            );
+            m_i = m_new;
+            l_i = l_new;
+            acc = acc_new;
+        }
+        // Without SPLIT tile 0 (key 0, visible to every row, padding rows >= M included) is the first of
+        // the whole loop, so m is finite before any row can meet a fully masked tile; a split's masked
+        // tiles may come first and take the guard (SAFE = SPLIT).
+        for j in n_full..n_kv {
+            let (m_new, l_new, acc_new) = kv_step::<T, BM, BN, D, CAUSAL, FOLD, 1i32, SPLIT>(
+                tq, k, v, kvh, j, m_i, l_i, acc, scale, scale_m, offs_n, limit, s_tile,
+            );
+            m_i = m_new;
+            l_i = l_new;
+            acc = acc_new;
+        }
+        (m_i, l_i, acc)
+    }
+
+    /// Row sets without a split (the packed decode tile when the tiles already fill the GPU, or the keys
+    /// are too few to split): grid (NQ, ceil(M / BM)) from out's (1, BM, D) partition of its (NQ, M, D)
+    /// view; `s_q` = S. Rows past M are padding (zero queries) and are not written (clipped store).
+    #[cutile::entry()]
+    pub fn attention_rows<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const CAUSAL: i32,
+        const FOLD: i32,
+    >(
+        out: &mut Tensor<T, { [1, BM, D] }>,
+        q: &Tensor<T, { [-1, -1, -1] }>,
+        k: &Tensor<T, { [-1, -1, -1] }>,
+        v: &Tensor<T, { [-1, -1, -1] }>,
+        qk_scale_log2: f32,
+        s_q: i32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let (_m_i, l_i, acc) =
+            attend_rows::<T, BM, BN, D, CAUSAL, FOLD, 0i32>(q, k, v, qk_scale_log2, s_q, pid.0, pid.1, 0i32, 0i32);
+        // Key 0 is visible to every row: l >= 1.
+        let y: Tile<f32, { [BM, D] }> = true_div(acc, l_i.broadcast(shape![BM, D]));
+        let yt: Tile<T, { [BM, D] }> = convert_tile(y);
+        out.store(yt.reshape(shape![1, BM, D]));
+    }
+
+    /// Split-KV, first launch: block (w, qi) with w = nq * n_split + split (grid (NQ * n_split,
+    /// ceil(M / BM)) from the workspaces' partitions, which all share it) runs row block qi of row set nq
+    /// over key tiles [split * ct, split * ct + ct) and writes its partial m (log2 units; -inf where the
+    /// split holds no key the row sees), l and un-normalised acc, in fp32, to workspace row w. The
+    /// workspaces are (NQ * n_split, Mp[, D]) with Mp = ceil(M / BM) * BM: every tile is whole.
+    #[cutile::entry()]
+    pub fn attention_split<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const CAUSAL: i32,
+        const FOLD: i32,
+    >(
+        m_ws: &mut Tensor<f32, { [1, BM] }>,
+        l_ws: &mut Tensor<f32, { [1, BM] }>,
+        acc_ws: &mut Tensor<f32, { [1, BM, D] }>,
+        q: &Tensor<T, { [-1, -1, -1] }>,
+        k: &Tensor<T, { [-1, -1, -1] }>,
+        v: &Tensor<T, { [-1, -1, -1] }>,
+        qk_scale_log2: f32,
+        s_q: i32,
+        n_split: i32,
+        ct: i32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let nq: i32 = pid.0 / n_split;
+        let split: i32 = pid.0 % n_split;
+        let (m_i, l_i, acc) =
+            attend_rows::<T, BM, BN, D, CAUSAL, FOLD, 1i32>(q, k, v, qk_scale_log2, s_q, nq, pid.1, split, ct);
+        m_ws.store(m_i.reshape(shape![1, BM]));
+        l_ws.store(l_i.reshape(shape![1, BM]));
+        acc_ws.store(acc.reshape(shape![1, BM, D]));
+    }
+
+    /// Split-KV, second launch: merges the n_split partials of row block qi of row set nq (grid (NQ,
+    /// ceil(M / BM)) from out's (1, BM, D) partition of its (NQ, M, D) view):
+    /// M = max_s m_s, out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
+    /// Split 0 holds key 0, which every row sees, so M is finite and the split that reaches it has
+    /// l >= 1 at weight 1 (the denominator is >= 1); a split a row cannot see has m = -inf, weight 0 and
+    /// l = acc = 0 (no NaN). Padding rows past M are not written.
+    #[cutile::entry()]
+    pub fn attention_combine<T: ElementType, const BM: i32, const D: i32>(
+        out: &mut Tensor<T, { [1, BM, D] }>,
+        m_ws: &Tensor<f32, { [-1, -1] }>,
+        l_ws: &Tensor<f32, { [-1, -1] }>,
+        acc_ws: &Tensor<f32, { [-1, -1, -1] }>,
+        n_split: i32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let w0: i32 = pid.0 * n_split;
+        let qi: i32 = pid.1;
+        let mut m_max: Tile<f32, { [1, BM] }> = m_ws.load_tile(shape![1, BM], [w0, qi]);
+        for s in 1i32..n_split {
+            let m_s: Tile<f32, { [1, BM] }> = m_ws.load_tile(shape![1, BM], [w0 + s, qi]);
+            m_max = max_tile(m_max, m_s);
+        }
+        let mut l_sum: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+        let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+        for s in 0i32..n_split {
+            let m_s: Tile<f32, { [1, BM] }> = m_ws.load_tile(shape![1, BM], [w0 + s, qi]);
+            let l_s: Tile<f32, { [1, BM] }> = l_ws.load_tile(shape![1, BM], [w0 + s, qi]);
+            // 2^(m_s - M): 1 for the split holding the max, 0 for m_s = -inf (M is finite).
+            let w: Tile<f32, { [1, BM] }> = exp2(m_s - m_max, ftz::Enabled);
+            let w: Tile<f32, { [BM, 1] }> = w.reshape(shape![BM, 1]);
+            l_sum = l_sum + w * l_s.reshape(shape![BM, 1]);
+            let a_s: Tile<f32, { [1, BM, D] }> = acc_ws.load_tile(shape![1, BM, D], [w0 + s, qi, 0i32]);
+            acc = acc + w.broadcast(shape![BM, D]) * a_s.reshape(shape![BM, D]);
+        }
+        let y: Tile<f32, { [BM, D] }> = true_div(acc, l_sum.broadcast(shape![BM, D]));
+        let yt: Tile<T, { [BM, D] }> = convert_tile(y);
+        out.store(yt.reshape(shape![1, BM, D]));
+    }
 }
 
 pub fn plan(req: &Request) -> Result<Plan, ArgError> {
@@ -250,6 +552,129 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
     Ok(Plan { dims: vec![q[0], q[1], q[2], q[3], kd[1], kd[2]], cfg })
 }
 
+/// Streaming multiprocessors the split plan assumes where no device is asked (compile-only specs,
+/// `tile_grid` / `check_grid` at plan time, tests): the H200's, as python/tilerosetta/kernels/
+/// attention_split.py does without a GPU (backends/base.py H200_SM_COUNT). A launch asks its device
+/// (`runtime::sm_count`, cached per device), so on the H200 both agree.
+pub const H200_SM_COUNT: i64 = 132;
+/// Key tiles per split at least (attention_split.py MIN_SPLIT_BLOCKS): fewer, and the combine's traffic
+/// stops paying off.
+pub const MIN_SPLIT_BLOCKS: i64 = 4;
+
+fn cdiv(a: i64, b: i64) -> i64 {
+    (a + b - 1) / b
+}
+
+/// attention_split.py `packed_rows`: the G = h / hkv query heads of one K/V head are one row tile when
+/// G > 1 and G * S <= the query tile.
+pub fn packed_rows(h: i64, hkv: i64, s: i64, block_m: i64) -> bool {
+    let g = h / hkv;
+    g > 1 && g * s <= block_m
+}
+
+/// attention_split.py `split_plan` (the same arithmetic, so every backend splits a case alike):
+/// (n_split, chunk) = (1, Sk) when `tiles` row tiles already fill `sms` SMs or the keys are fewer than
+/// two chunks of `min_blocks` key tiles; else about two blocks per SM, chunk a multiple of `block_n`,
+/// n_split = ceil(Sk / chunk) (the last split may be short).
+pub fn split_plan(tiles: i64, sk: i64, block_n: i64, sms: i64, min_blocks: i64) -> (i64, i64) {
+    assert!(min_blocks >= 1 && block_n >= 1, "attention split plan: min_blocks {min_blocks}, block_n {block_n}");
+    let min_chunk = min_blocks * block_n;
+    // tiles == 0 cannot reach here (plan refuses empty tensors); it would divide by zero below.
+    if tiles >= sms || tiles < 1 || sk < 2 * min_chunk {
+        return (1, sk);
+    }
+    let n_split = cdiv(sk, min_chunk).min(cdiv(2 * sms, tiles));
+    let chunk = cdiv(cdiv(sk, n_split), block_n) * block_n;
+    (cdiv(sk, chunk), chunk)
+}
+
+/// How a call's query rows and keys are laid out over tile blocks (the module doc; the same choices as
+/// python/tilerosetta/kernels/cutile/config.py `plan_attention`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// The G heads of a K/V head are one row set: q and out seen as (B*Hkv, G*S, D).
+    pub packed: bool,
+    /// Row sets (B*Hkv packed, else B*H) of `m` rows each (G*S packed, else S); row r is query r % `s`.
+    pub nq: i32,
+    pub m: i32,
+    pub s: i32,
+    /// B*Hkv and Sk: the (B*Hkv, Sk, D) view of k and v.
+    pub bhkv: i32,
+    pub sk: i32,
+    pub d: i32,
+    /// The tiles that run: BM = max(16, min(cfg BM, next_pow2(m))), BN = max(16, min(cfg BN,
+    /// next_pow2(Sk))), so a G=4 decode tile is 16 rows, not 64 (of which 60 would be padding).
+    pub bm: i32,
+    pub bn: i32,
+    /// ceil(m / bm): row blocks per row set.
+    pub row_blocks: i32,
+    /// Key splits and keys per split (a multiple of bn; n_split = 1, chunk = Sk: no split).
+    pub n_split: i32,
+    pub chunk: i32,
+    /// The configuration the kernels compile with: cfg with BM/BN as above and, where either was
+    /// clamped, the hints OCC / W cleared (tuned for the full tile, they would only cap a short one's
+    /// registers; cutile's plan_attention does the same).
+    pub cfg: Config,
+}
+
+impl Schedule {
+    /// Row tiles (row sets x row blocks), the count the split plan weighs against the SMs.
+    pub fn tiles(&self) -> i64 {
+        self.nq as i64 * self.row_blocks as i64
+    }
+
+    /// Workspace rows per (row set, split): the row blocks padded to whole tiles, so every workspace
+    /// tile is in bounds and its rows 16-element aligned.
+    pub fn workspace_cols(&self) -> i32 {
+        self.row_blocks * self.bm
+    }
+
+    /// fp32 elements of the split workspaces: m and l (NQ * n_split, Mp), acc (NQ * n_split, Mp, D).
+    pub fn workspace_floats(&self) -> i64 {
+        let rows = self.nq as i64 * self.n_split as i64 * self.workspace_cols() as i64;
+        rows * (2 + self.d as i64)
+    }
+}
+
+/// The schedule of `dims` = a plan's (B, H, S, D, Hkv, Sk), or compile-only (B, H, S, D[, causal]) with
+/// Hkv = H and Sk = S, for a GPU of `sms` SMs.
+pub fn schedule(dims: &[i32], cfg: &Config, sms: i64) -> Schedule {
+    let (b, h, s, d) = (dims[0], dims[1], dims[2], dims[3]);
+    let (hkv, sk) = if dims.len() >= 6 { (dims[4], dims[5]) } else { (h, s) };
+    let (cfg_bm, cfg_bn) = (config::get(cfg, "BM") as i64, config::get(cfg, "BN") as i64);
+    let packed = packed_rows(h as i64, hkv as i64, s as i64, cfg_bm);
+    let (nq, m) = if packed { (b * hkv, (h / hkv) * s) } else { (b * h, s) };
+    let bm = 16.max(cfg_bm.min(config::next_pow2(m as i64)));
+    let bn = 16.max(cfg_bn.min(config::next_pow2(sk as i64)));
+    let row_blocks = ops::tiles(m, bm as i32);
+    let (n_split, chunk) = split_plan(nq as i64 * row_blocks, sk as i64, bn, sms, MIN_SPLIT_BLOCKS);
+    let clamped = bm != cfg_bm || bn != cfg_bn;
+    let cfg = cfg
+        .iter()
+        .map(|&(k, v)| match k {
+            "BM" => (k, bm),
+            "BN" => (k, bn),
+            k if clamped && config::HINTS.contains(&k) => (k, 0),
+            _ => (k, v),
+        })
+        .collect();
+    Schedule {
+        packed,
+        nq,
+        m,
+        s,
+        bhkv: b * hkv,
+        sk,
+        d,
+        bm: bm as i32,
+        bn: bn as i32,
+        row_blocks: row_blocks as i32,
+        n_split: n_split as i32,
+        chunk: chunk as i32,
+        cfg,
+    }
+}
+
 /// dims = (B, H, S, D) (compile-only: Hkv = H, Sk = S; a plan's dims add Hkv, Sk); causal chooses the
 /// CAUSAL generic. The kernel for a positive scale (FOLD = 1,
 /// the usual case and the one the tests and tables compile); `specs_for` gives the other.
@@ -257,58 +682,147 @@ pub fn specs(dtype: DType, cfg: &Config, dims: &[i32], causal: bool) -> Vec<Kern
     specs_for(dtype, cfg, dims, causal, true)
 }
 
-/// out's tile grid (x, y, z) over the (B*H, S, D) view in (1, BM, D) tiles: B*H, ceil(S / BM), 1.
+/// The main kernel's tile grid (x, y, z) on H200_SM_COUNT SMs: (row sets x splits, row blocks, 1), i.e.
+/// (B*H, ceil(S / BM), 1) for the per-head rows without a split. Only y can pass 65535 (then the
+/// launch folds it: `attention_folded`); a split schedule has fewer row tiles than SMs, so it never does.
 pub fn tile_grid(dims: &[i32], cfg: &Config) -> Vec<i64> {
-    vec![dims[0] as i64 * dims[1] as i64, ops::tiles(dims[2], config::get(cfg, "BM")), 1]
+    let sc = schedule(dims, cfg, H200_SM_COUNT);
+    vec![sc.nq as i64 * sc.n_split as i64, sc.row_blocks as i64, 1]
 }
 
-/// `scale_pos`: scale > 0, so the scale can be folded into the exp2 argument (FOLD generic).
+/// `scale_pos`: scale > 0, so the scale can be folded into the exp2 argument (FOLD generic). Planned for
+/// H200_SM_COUNT SMs (what compile-only builds assume); a launch plans for its device (`specs_on`).
 pub fn specs_for(dtype: DType, cfg: &Config, dims: &[i32], causal: bool, scale_pos: bool) -> Vec<KernelSpec> {
-    let (bh, s, d) = (dims[0] * dims[1], dims[2], dims[3]);
-    // A plan's dims are (B, H, S, D, Hkv, Sk); compile-only dims (B, H, S, D[, causal]) mean Hkv = H, Sk = S.
-    let (bhkv, sk) = if dims.len() >= 6 { (dims[0] * dims[4], dims[5]) } else { (bh, s) };
-    let g = |k: &str| config::get(cfg, k).to_string();
-    // q, out (B, H, S, D) are seen as (B*H, S, D); k, v (B, Hkv, Sk, D) as (B*Hkv, Sk, D).
-    let view = |name, i| ArgView::contiguous(name, i, &[bh, s, d]);
-    let kv_view = |name, i| ArgView::contiguous(name, i, &[bhkv, sk, d]);
+    specs_on(dtype, &schedule(dims, cfg, H200_SM_COUNT), causal, scale_pos)
+}
+
+/// The kernels of a schedule, in launch order:
+/// * split (n_split > 1): `attention_split` then `attention_combine`;
+/// * packed rows, no split: `attention_rows`;
+/// * otherwise the per-head kernel `attention` (`attention_folded` past 65535 row blocks), exactly the
+///   kernel this op had before the decode schedule (the prefill path).
+pub fn specs_on(dtype: DType, sc: &Schedule, causal: bool, scale_pos: bool) -> Vec<KernelSpec> {
+    let (d, cfg) = (sc.d, &sc.cfg);
+    // q and out (B, H, S, D) are seen as (NQ, M, D): (B*H, S, D), or packed (B*Hkv, G*S, D), the same
+    // row-major memory; k, v (B, Hkv, Sk, D) as (B*Hkv, Sk, D).
+    let rows = |name, i| ArgView::contiguous(name, i, &[sc.nq, sc.m, d]);
+    let kv_view = |name, i| ArgView::contiguous(name, i, &[sc.bhkv, sc.sk, d]);
     let (c, f) = ((causal as i32).to_string(), (scale_pos as i32).to_string());
-    let folded = ops::folds(&tile_grid(dims, cfg));
-    let mut generics = vec![dtype.cutile_name().into(), g("BM"), g("BN"), d.to_string(), c, f];
+    let mut generics = vec![dtype.cutile_name().into(), sc.bm.to_string(), sc.bn.to_string(), d.to_string(), c, f];
+    let spec = |function, generics, args| KernelSpec {
+        ast: kernel::__module_ast_self,
+        module: "kernel",
+        function,
+        generics,
+        args,
+        options: config::compile_options(cfg),
+    };
+    if sc.n_split > 1 {
+        // fp32 workspaces in one scratch block (runtime::with_scratch): m at 0, l after it, acc after l.
+        let (r, mp) = (sc.nq * sc.n_split, sc.workspace_cols());
+        let plane = r as i64 * mp as i64;
+        let m_ws = ArgView::workspace("m_ws", 0, &[r, mp]);
+        let l_ws = ArgView::workspace("l_ws", plane, &[r, mp]);
+        let acc_ws = ArgView::workspace("acc_ws", 2 * plane, &[r, mp, d]);
+        let combine = KernelSpec {
+            ast: kernel::__module_ast_self,
+            module: "kernel",
+            function: "attention_combine",
+            generics: vec![dtype.cutile_name().into(), sc.bm.to_string(), d.to_string()],
+            args: vec![rows("out", 3), m_ws.clone(), l_ws.clone(), acc_ws.clone()],
+            // A short streaming kernel: the attention tile's hints are not its own.
+            options: CompileOptions::default(),
+        };
+        let split_args = vec![m_ws, l_ws, acc_ws, rows("q", 0), kv_view("k", 1), kv_view("v", 2)];
+        return vec![spec("attention_split", generics, split_args), combine];
+    }
+    let args = vec![rows("out", 3), rows("q", 0), kv_view("k", 1), kv_view("v", 2)];
+    if sc.packed {
+        return vec![spec("attention_rows", generics, args)];
+    }
+    let folded = ops::folds(&[sc.nq as i64, sc.row_blocks as i64, 1]);
     if folded {
         generics.extend(LINEAR_MAP_3D.iter().map(|v| v.to_string()));
     }
-    vec![KernelSpec {
-        ast: kernel::__module_ast_self,
-        module: "kernel",
-        function: if folded { "attention_folded" } else { "attention" },
-        generics,
-        args: vec![view("out", 3), view("q", 0), kv_view("k", 1), kv_view("v", 2)],
-        options: config::compile_options(cfg),
-    }]
+    vec![spec(if folded { "attention_folded" } else { "attention" }, generics, args)]
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
-    let d = plan.dims[3];
-    let bm = config::get(&plan.cfg, "BM");
     let causal = req.scalar("causal").map_err(|e| e.to_string())? == 1.0;
     let scale = req.scalar("scale").map_err(|e| e.to_string())?;
-    let spec = specs_for(req.dtype, &plan.cfg, &plan.dims, causal, scale > 0.0).remove(0);
+    let sms = crate::runtime::sm_count(req.device)?;
+    let sc = schedule(&plan.dims, &plan.cfg, sms);
+    let mut specs = specs_on(req.dtype, &sc, causal, scale > 0.0);
+    let qk_scale_log2 = (scale * std::f64::consts::LOG2_E) as f32;
+    let (bm, d) = (sc.bm as usize, sc.d as usize);
+    if specs[0].function == "attention_split" {
+        return launch_split::<T>(req, rt, &sc, specs, qk_scale_log2);
+    }
+    let spec = specs.remove(0);
     // SAFETY: validated contiguous (B, H, S, D) / (B, Hkv, Sk, D) torch tensors, seen as 3-D; see ArgView::borrow.
     let (mut out, q, k, v) = unsafe {
         let a = &spec.args;
         (a[0].borrow::<T>(rt, req), a[1].borrow::<T>(rt, req), a[2].borrow::<T>(rt, req), a[3].borrow::<T>(rt, req))
     };
-    let qk_scale_log2 = (scale * std::f64::consts::LOG2_E) as f32;
-    let tiles = (&mut out).partition([1, bm as usize, d as usize]);
-    let queued = if spec.function == "attention_folded" {
-        let blocks = ops::folded_blocks(&tile_grid(&plan.dims, &plan.cfg));
-        let op = kernel::attention_folded(tiles.map(LINEAR_MAP_3D, blocks), &q, &k, &v, qk_scale_log2)
-            .generics(spec.generics)
-            .compile_options(spec.options);
-        unsafe { op.async_on(&rt.stream) }.map(|_| ())
-    } else {
-        let op = kernel::attention(tiles, &q, &k, &v, qk_scale_log2).generics(spec.generics).compile_options(spec.options);
-        unsafe { op.async_on(&rt.stream) }.map(|_| ())
+    let tiles = (&mut out).partition([1, bm, d]);
+    let queued = match spec.function {
+        "attention_folded" => {
+            let blocks = ops::folded_blocks(&[sc.nq as i64, sc.row_blocks as i64, 1]);
+            let op = kernel::attention_folded(tiles.map(LINEAR_MAP_3D, blocks), &q, &k, &v, qk_scale_log2)
+                .generics(spec.generics)
+                .compile_options(spec.options);
+            unsafe { op.async_on(&rt.stream) }.map(|_| ())
+        }
+        "attention_rows" => {
+            let op = kernel::attention_rows(tiles, &q, &k, &v, qk_scale_log2, sc.s)
+                .generics(spec.generics)
+                .compile_options(spec.options);
+            unsafe { op.async_on(&rt.stream) }.map(|_| ())
+        }
+        _ => {
+            let op = kernel::attention(tiles, &q, &k, &v, qk_scale_log2).generics(spec.generics).compile_options(spec.options);
+            unsafe { op.async_on(&rt.stream) }.map(|_| ())
+        }
     };
     queued.map_err(|e| format!("{e}"))
+}
+
+/// The split schedule's two launches on one stream, with fp32 workspaces from the launch's scratch
+/// memory (runtime::with_scratch: Rust-owned, never seen by Python; held across both launches so no other
+/// launch on this stream can interleave its own partials between them).
+fn launch_split<T: cutile::DType>(req: &Request, rt: &Rt, sc: &Schedule, specs: Vec<KernelSpec>, qk_scale_log2: f32) -> Result<(), String> {
+    let mut specs = specs.into_iter();
+    let (split, combine) = (specs.next().expect("split spec"), specs.next().expect("combine spec"));
+    let (bm, d) = (sc.bm as usize, sc.d as usize);
+    let ct = sc.chunk / sc.bn;
+    let bytes = sc.workspace_floats() as usize * std::mem::size_of::<f32>();
+    crate::runtime::with_scratch(req.device, req.stream, &rt.stream, bytes, |base| {
+        let a = &split.args;
+        // SAFETY: the workspace views lie inside the scratch block of `bytes` (specs_on lays them out from
+        // the same schedule), which stays allocated for the work queued on this stream; q, k, v as in `launch`.
+        let (mut m_ws, mut l_ws, mut acc_ws) =
+            unsafe { (a[0].borrow_at::<f32>(rt, base), a[1].borrow_at::<f32>(rt, base), a[2].borrow_at::<f32>(rt, base)) };
+        let (q, k, v) = unsafe { (a[3].borrow::<T>(rt, req), a[4].borrow::<T>(rt, req), a[5].borrow::<T>(rt, req)) };
+        let op = kernel::attention_split(
+            (&mut m_ws).partition([1, bm]),
+            (&mut l_ws).partition([1, bm]),
+            (&mut acc_ws).partition([1, bm, d]),
+            &q,
+            &k,
+            &v,
+            qk_scale_log2,
+            sc.s,
+            sc.n_split,
+            ct,
+        )
+        .generics(split.generics)
+        .compile_options(split.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))?;
+        // SAFETY: as `launch`: out's validated (NQ, M, D) view.
+        let mut out = unsafe { combine.args[0].borrow::<T>(rt, req) };
+        let op = kernel::attention_combine((&mut out).partition([1, bm, d]), &m_ws, &l_ws, &acc_ws, sc.n_split)
+            .generics(combine.generics)
+            .compile_options(combine.options);
+        unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
+    })
 }

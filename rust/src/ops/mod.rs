@@ -89,21 +89,31 @@ pub struct ArgView {
     pub offset: i64,
     pub shape: Vec<i32>,
     pub strides: Vec<i32>,
+    /// A view of the launch's own fp32 scratch memory (`runtime::with_scratch`; attention's split-KV
+    /// workspaces) rather than of a request tensor: `tensor` is unused, `offset` counts f32 elements from
+    /// the scratch base, and the launch borrows it with `borrow_at`.
+    pub workspace: bool,
 }
 
 impl ArgView {
     /// The whole (contiguous) request tensor `tensor`, seen with `shape` (a reshape of its elements).
     pub fn contiguous(name: &'static str, tensor: usize, shape: &[i32]) -> Self {
-        let mut strides = vec![1i32; shape.len()];
-        for i in (0..shape.len().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * shape[i + 1].max(1);
-        }
-        ArgView { name, tensor, offset: 0, shape: shape.to_vec(), strides }
+        ArgView { name, tensor, offset: 0, shape: shape.to_vec(), strides: contiguous_strides(shape), workspace: false }
     }
 
     /// A strided view of request tensor `tensor` starting `offset` elements in.
     pub fn strided(name: &'static str, tensor: usize, offset: i64, shape: &[i32], strides: &[i32]) -> Self {
-        ArgView { name, tensor, offset, shape: shape.to_vec(), strides: strides.to_vec() }
+        ArgView { name, tensor, offset, shape: shape.to_vec(), strides: strides.to_vec(), workspace: false }
+    }
+
+    /// A contiguous fp32 workspace of `shape`, `offset` f32 elements into the launch's scratch block.
+    pub fn workspace(name: &'static str, offset: i64, shape: &[i32]) -> Self {
+        ArgView { name, tensor: usize::MAX, offset, shape: shape.to_vec(), strides: contiguous_strides(shape), workspace: true }
+    }
+
+    /// Bytes per element of the viewed memory: fp32 for a workspace, the request's dtype otherwise.
+    pub fn elem_size(&self, dtype: DType) -> usize {
+        if self.workspace { std::mem::size_of::<f32>() } else { dtype.size() }
     }
 
     /// The JIT's stride hint: 1 where the stride is 1, -1 (unknown) elsewhere (cuTile-rs derives it
@@ -118,9 +128,30 @@ impl ArgView {
     /// As `runtime::borrow`: the request was validated by `plan` (so the view lies inside the tensor)
     /// and the memory stays alive for the work queued on the launch stream.
     pub unsafe fn borrow<T: cutile::DType>(&self, rt: &Rt, req: &Request) -> Tensor<T> {
+        assert!(!self.workspace, "{}: a workspace view is borrowed with borrow_at", self.name);
         let ptr = req.tensors[self.tensor].ptr + (self.offset as u64) * req.dtype.size() as u64;
         unsafe { crate::runtime::borrow::<T>(&rt.ctx, ptr, &self.shape, &self.strides) }
     }
+
+    /// Borrows a workspace view from the scratch block at `base`.
+    ///
+    /// # Safety
+    /// `base` is device memory of `rt`'s context holding the whole view (offset + extent, in `T`s), alive
+    /// and not used by other work until what is queued on the launch stream completes.
+    pub unsafe fn borrow_at<T: cutile::DType>(&self, rt: &Rt, base: u64) -> Tensor<T> {
+        assert!(self.workspace, "{}: not a workspace view", self.name);
+        let ptr = base + (self.offset as u64) * std::mem::size_of::<T>() as u64;
+        unsafe { crate::runtime::borrow::<T>(&rt.ctx, ptr, &self.shape, &self.strides) }
+    }
+}
+
+/// Row-major strides (in elements) of `shape`.
+fn contiguous_strides(shape: &[i32]) -> Vec<i32> {
+    let mut strides = vec![1i32; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1].max(1);
+    }
+    strides
 }
 
 /// The borrowed CUDA objects of one call.
