@@ -92,27 +92,76 @@ def test_row_op_launches_the_entry_its_row_width_needs(fake_driver, tmp_path, n,
     assert log[2].startswith("launch grid=5,1,1 block=1,1,1") and f"i:5 i:{n} f:" in log[2], log[2]
 
 
+ATTENTION_KINDS = "ppppppp" "iiiiiii" "f" "i"  # q k v out, 3 workspaces; NR R S Sk GQ n_split CT; scale; causal
+COMBINE_KINDS = "pppp" "ii"  # m_ws l_ws acc_ws out; R n_split
+
+
 def test_attention_parameters(fake_driver, tmp_path):
     shape = [2, 3, 300, 64]
-    result, log = run_child(fake_driver, tmp_path, "ppppiiiifi", "attention_bf16_64_128_64_8", [shape] * 4,
+    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_128_64_8", [shape] * 4,
                             "bfloat16", {"causal": True, "scale": 0.5})
     assert result == "ok", result
+    assert not any(line.startswith(("alloc", "free")) for line in log)  # one split: no workspace
     grid, params = log[2].split(" block=")[0], log[2].split("params=")[1].split()
-    assert grid == "launch grid=18,1,1"  # one flat axis: 3 query blocks x B*H 6
-    assert params[:4] == [f"p:{i << 30}" for i in (1, 2, 3, 4)]
-    assert params[4:8] == ["i:6", "i:300", "i:300", "i:1"] and params[9] == "i:1"  # B*H, S, Sk, G, causal
-    assert float(params[8][2:]) == pytest.approx(0.5 * 1.4426950408889634, rel=1e-6)
+    assert grid == "launch grid=18,1,1"  # one flat axis: 3 query blocks x B*H 6, one split (300 keys)
+    assert params[:7] == [f"p:{i << 30}" for i in (1, 2, 3, 4)] + ["p:0"] * 3
+    # NR = B*H, R = S, S, Sk, GQ = G, n_split, key tiles per split (ceil(300 / 64)), causal
+    assert params[7:14] == ["i:6", "i:300", "i:300", "i:300", "i:1", "i:1", "i:5"] and params[15] == "i:1"
+    assert float(params[14][2:]) == pytest.approx(0.5 * 1.4426950408889634, rel=1e-6)
 
 
 def test_attention_grouped_heads_decode_parameters(fake_driver, tmp_path):
-    # q (2, 8, 1, 64) against a 300-key cache of 2 K/V heads: G = 4, one query block per head.
+    # q (2, 8, 1, 64) against a 300-key cache of 2 K/V heads: G = 4 heads packed into one 4-row set per K/V
+    # head; 300 keys are too few to split (kernels/attention_split.py: under 2 chunks of 4 key tiles).
     q, kv = [2, 8, 1, 64], [2, 2, 300, 64]
-    result, log = run_child(fake_driver, tmp_path, "ppppiiiifi", "attention_bf16_64_128_64_8", [q, kv, kv, q],
+    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_128_64_8", [q, kv, kv, q],
                             "bfloat16", {"causal": True, "scale": None})
     assert result == "ok", result
     grid, params = log[2].split(" block=")[0], log[2].split("params=")[1].split()
-    assert grid == "launch grid=16,1,1"
-    assert params[4:8] == ["i:16", "i:1", "i:300", "i:4"] and params[9] == "i:1"
+    assert grid == "launch grid=4,1,1"
+    assert params[7:14] == ["i:4", "i:4", "i:1", "i:300", "i:1", "i:1", "i:5"] and params[15] == "i:1"
+
+
+def test_attention_split_kv_allocates_launches_the_combine_and_frees_on_the_stream(fake_driver, tmp_path):
+    # B = 1 decode, 8 query heads on 2 K/V heads, 4099 keys: 2 packed row sets of 4 rows fill 2 of the H200's
+    # 132 SMs, so the keys split: min(ceil(4099 / 512), ceil(264 / 2)) = 9 splits of 512 keys (4 key tiles).
+    q, kv = [1, 8, 1, 64], [1, 2, 4099, 64]
+    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS + "|" + COMBINE_KINDS,
+                            "attention_bf16_64_16_128_0", [q, kv, kv, q], "bfloat16", {"causal": True, "scale": None},
+                            stream=77)
+    assert result == "ok", result
+    assert log[1:3] == ["function attention_bf16_64_16_128_0_a16", "function attention_bf16_64_16_128_0_combine"]
+    rows = 2 * 9 * 16  # row sets x splits x (one 16-row tile per row set)
+    base = 0x7000000000
+    assert log[3] == f"alloc {rows * 4 * (2 + 64)} stream=77 -> {base}"  # m, l (rows) and acc (rows x D), fp32
+    main, combine = log[4], log[5]
+    assert main.startswith("launch grid=18,1,1 block=1,1,1 shared=0 stream=77 ")  # 9 splits x 2 row sets
+    params = main.split("params=")[1].split()
+    assert params[4:7] == [f"p:{base}", f"p:{base + rows * 4}", f"p:{base + rows * 8}"]
+    assert params[7:14] == ["i:2", "i:4", "i:1", "i:4099", "i:1", "i:9", "i:4"]
+    assert combine.startswith("launch grid=2,1,1 block=1,1,1 shared=0 stream=77 ")
+    assert combine.split("params=")[1].split() == [
+        f"p:{base}", f"p:{base + rows * 4}", f"p:{base + rows * 8}", f"p:{4 << 30}", "i:4", "i:9"]
+    assert log[6] == f"free {base} stream=77"  # stream-ordered: after both launches, on their stream
+    assert len(log) == 7
+
+
+def test_attention_split_plan_uses_the_device_sm_count(fake_driver, tmp_path):
+    # The same call on a 2-SM device: its 2 row tiles already fill it, so no split and no workspace.
+    q, kv = [1, 8, 1, 64], [1, 2, 4099, 64]
+    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_16_128_0", [q, kv, kv, q],
+                            "bfloat16", {"causal": True, "scale": None}, TR_FAKE_SMS="2")
+    assert result == "ok", result
+    assert log[2].startswith("launch grid=2,1,1") and "i:1 i:33 " in log[2], log[2]  # n_split 1, 33 key tiles
+    assert not any(line.startswith(("alloc", "free")) for line in log)
+
+
+def test_attention_workspace_allocation_failure_is_reported(fake_driver, tmp_path):
+    q, kv = [1, 8, 1, 64], [1, 2, 4099, 64]
+    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_16_128_0", [q, kv, kv, q],
+                            "bfloat16", {"causal": True, "scale": None}, TR_FAKE_FAIL="cuMemAllocAsync")
+    assert result.startswith("RuntimeError: tile_cpp.attention: cuMemAllocAsync(") and "failed" in result, result
+    assert not any(line.startswith("launch") for line in log)
 
 
 def test_bmm_folds_the_batch_into_grid_x(fake_driver, tmp_path):

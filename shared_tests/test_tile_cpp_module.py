@@ -254,20 +254,26 @@ def test_plan_attention_scale_and_causal():
     q = fakes("attention", {"B": 2, "H": 3, "S": 300, "D": 128}, torch.bfloat16)
     plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": True, "scale": None})
     assert tuple(plan["grid"]) == (3 * 6, 1, 1)
-    assert list(plan["ints"]) == [6, 300, 300, 1, 1]  # B*H, S, Sk, G = H / Hkv, causal
+    # NR = B*H row sets of R = S rows, S, Sk, GQ = H / Hkv, n_split, key tiles per split, causal
+    assert list(plan["ints"]) == [6, 300, 300, 300, 1, 1, 5, 1]
     assert plan["floats"][0] == pytest.approx(math.log2(math.e) / math.sqrt(128), rel=1e-6)
+    assert plan["workspace"] == 0 and plan["combine"] == ""
     plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": False, "scale": 0.3})
-    assert list(plan["ints"]) == [6, 300, 300, 1, 0]
+    assert list(plan["ints"]) == [6, 300, 300, 300, 1, 1, 5, 0]
     assert plan["floats"][0] == pytest.approx(0.3 * math.log2(math.e), rel=1e-6)
 
 
 def test_plan_attention_gqa_and_kv_length():
-    """k/v (B, Hkv, Sk, D): the grid follows the queries, G = H / Hkv picks each head's K/V."""
+    """k/v (B, Hkv, Sk, D): decode packs a group's G = H / Hkv heads into one row set, and 16 row tiles on
+    the H200's 132 SMs split the 4099 keys (the same plan as kernels/attention_split.py)."""
     q = fakes("attention", {"B": 2, "H": 32, "Hkv": 8, "S": 1, "Sk": 4099, "D": 128}, torch.bfloat16)
     assert [tuple(t.shape) for t in q] == [(2, 32, 1, 128), (2, 8, 4099, 128), (2, 8, 4099, 128), (2, 32, 1, 128)]
     plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": True, "scale": None})
-    assert tuple(plan["grid"]) == (64, 1, 1)
-    assert list(plan["ints"]) == [64, 1, 4099, 4, 1]
+    # 16 row sets (B*Hkv) of 4 rows; min(ceil(4099 / 256), ceil(264 / 16)) = 17 splits of 256 keys = 4 tiles
+    assert list(plan["ints"]) == [16, 4, 1, 4099, 1, 17, 4, 1]
+    assert tuple(plan["grid"]) == (17 * 16, 1, 1)
+    assert plan["combine"] == "attention_bf16_128_128_64_0_combine" and tuple(plan["combine_grid"]) == (16, 1, 1)
+    assert plan["workspace"] == 16 * 17 * 128 * 4 * (2 + 128)  # m, l, acc (D) per padded row, fp32
     bad = fakes("attention", {"B": 1, "H": 6, "Hkv": 4, "S": 5, "Sk": 5, "D": 128}, torch.bfloat16)
     refused("attention_bf16_128_128_64_0", bad, {"causal": False, "scale": None}, op="attention", arg="k",
             match="does not divide")
@@ -275,7 +281,45 @@ def test_plan_attention_gqa_and_kv_length():
     refused("attention_bf16_128_128_64_0", short, {"causal": True, "scale": None}, op="attention", arg="q",
             match="S=5 queries > Sk=3")
     assert list(mod.plan("attention_bf16_128_128_64_0", short, {"causal": False, "scale": None})["ints"]) == \
-        [2, 5, 3, 1, 0]
+        [2, 5, 5, 3, 1, 1, 1, 0]
+
+
+@pytest.mark.parametrize("kernel, b, h, hkv, s, sk", [
+    ("attention_bf16_128_16_128_0", 1, 32, 8, 1, 4096),     # Llama decode, B1: packed, split
+    ("attention_bf16_128_16_128_0", 16, 32, 8, 1, 4096),    # B16: 128 tiles, still split (2 each)
+    ("attention_bf16_128_16_128_0", 64, 32, 8, 1, 4096),    # B64: 512 tiles fill the GPU, no split
+    ("attention_bf16_128_16_128_0", 1, 32, 8, 1, 4099),     # ragged last split
+    ("attention_bf16_128_16_128_0", 1, 32, 32, 1, 4096),    # MHA decode: G = 1, not packed
+    ("attention_bf16_128_16_128_0", 1, 32, 8, 5, 4096),     # G*S = 20 > 16 rows: not packed
+    ("attention_bf16_64_16_128_0", 1, 16, 2, 1, 1000),      # the spec's split conformance case
+    ("attention_bf16_64_128_64_8", 1, 4, 1, 40, 1500),      # prefill continuing a cache: G*S = 160 rows > 128, not packed
+    ("attention_bf16_128_128_64_0", 1, 2, 2, 300, 1200),    # causal chunks without a visible key
+    ("attention_bf16_128_128_64_0", 4, 32, 32, 4096, 4096),  # prefill: 1024 tiles, no split
+])
+def test_plan_attention_matches_the_python_schedule(kernel, b, h, hkv, s, sk):
+    """The module's packing and split-KV plan is kernels/attention_split.py's, for the kernel's TQ and TK."""
+    from tilerosetta.kernels.attention_split import cdiv, packed_rows, split_plan
+    info = next(k for k in mod.kernels() if k["name"] == kernel)
+    tq, tk, d = info["config"]["TQ"], info["config"]["TK"], info["config"]["D"]
+    q = fakes("attention", {"B": b, "H": h, "Hkv": hkv, "S": s, "Sk": sk, "D": d}, torch.bfloat16)
+    plan = mod.plan(kernel, q, {"causal": True, "scale": None})
+    packed = packed_rows(h, hkv, s, tq)
+    nr, r, gq = (b * hkv, h // hkv * s, 1) if packed else (b * h, s, h // hkv)
+    n_split, chunk = split_plan(nr * cdiv(r, tq), sk, tk)
+    assert list(plan["ints"]) == [nr, r, s, sk, gq, n_split, cdiv(chunk, tk), 1]
+    assert tuple(plan["grid"]) == (n_split * cdiv(r, tq) * nr, 1, 1)
+    assert (plan["combine"] != "") == (n_split > 1)
+    assert plan["workspace"] == (nr * n_split * cdiv(r, tq) * tq * 4 * (2 + d) if n_split > 1 else 0)
+
+
+def test_attention_default_config_takes_16_row_tiles_for_decode():
+    from tilerosetta.backends.tile_cpp import DEFAULTS
+    dims = {"B": 1, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}
+    assert DEFAULTS["attention"](torch.bfloat16, dims) == {"TQ": 16, "TK": 128, "W": 0}
+    assert DEFAULTS["attention"](torch.bfloat16, dict(dims, S=4096, Sk=4096))["TQ"] == 128
+    assert DEFAULTS["attention"](torch.bfloat16, dict(dims, S=5))["TQ"] == 16  # 20 rows unpacked: 5 per head
+    assert DEFAULTS["attention"](torch.bfloat16, dict(dims, S=17, Sk=4096))["TQ"] == 128
+    assert DEFAULTS["attention"](torch.bfloat16, dict(dims, Hkv=32, S=1))["TQ"] == 16  # one row per head
 
 
 # ---- the aligned (`_a16`, TMA / 128-bit) twin is chosen only when its assumptions hold ---------------
@@ -578,7 +622,11 @@ def test_sass_reads_no_device_descriptor_workspace(op, tmp_path):
     path.write_bytes(mod.cubin(op, "sm_90"))
     sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True).stdout
     funcs = sass.split("Function : ")[1:]
-    assert len(funcs) == 2 * len([k for k in mod.kernels() if k["op"] == op])
+    # Two bodies per kernel; attention adds its split-KV `_combine` (attention.cu).
+    per_kernel = 3 if op == "attention" else 2
+    assert len(funcs) == per_kernel * len([k for k in mod.kernels() if k["op"] == op])
+    if op == "attention":
+        assert {f.split()[0] for f in funcs} >= {k["name"] + "_combine" for k in mod.kernels() if k["op"] == op}
     bad = [f.split()[0] for f in funcs if "c[0x0][0x1c0]" in f or "UTMACCTL.IV" in f]
     assert not bad, f"kernels building TMA descriptors on the device: {bad}"
     tma = [f.split()[0] for f in funcs if "UTMALDG" in f]

@@ -95,8 +95,11 @@
 // One config per head dim (~20 s of nvcc each per arch, and CI compiles four archs on two cores). D 64 takes
 // W 8: its _a16 body (128-bit loads, attention.cu) spills with the default (255 regs, 152 B of stack on
 // sm_90) and holds in 144 registers with two consumer warpgroups; D 128 does not spill with the default.
-#define TR_ATTENTION_KERNELS_T(X, dt, CT) \
-  X(attention, dt, CT, 64, 128, 64, 8) X(attention, dt, CT, 128, 128, 64, 0)
+// TQ 16 (decode: a packed group of G = H / Hkv <= 16 query rows, kernels/attention_split.py): a 128-row tile
+// would spend eight times the MMA and exp2 work of its real rows on padding; TK 128 halves its key steps.
+#define TR_ATTENTION_KERNELS_T(X, dt, CT)                                                \
+  X(attention, dt, CT, 64, 128, 64, 8) X(attention, dt, CT, 128, 128, 64, 0)             \
+  X(attention, dt, CT, 64, 16, 128, 0) X(attention, dt, CT, 128, 16, 128, 0)
 #define TR_ATTENTION_KERNELS(X) TR_ATTENTION_KERNELS_T(X, fp16, __half) TR_ATTENTION_KERNELS_T(X, bf16, __nv_bfloat16)
 // clang-format on
 

@@ -14,6 +14,7 @@ namespace {
 
 constexpr int kAttrCcMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 constexpr int kAttrCcMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+constexpr int kAttrSmCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 
 struct Driver {
   std::string error;  // why the driver cannot be used ("" = usable)
@@ -28,6 +29,8 @@ struct Driver {
   CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
   CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*cuMemAllocAsync)(unsigned long long*, size_t, CUstream) = nullptr;
+  CUresult (*cuMemFreeAsync)(unsigned long long, CUstream) = nullptr;
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**) = nullptr;
 };
@@ -62,6 +65,8 @@ Driver& drv() {
     resolve(lib, "cuModuleLoadData", d.cuModuleLoadData, e);
     resolve(lib, "cuModuleGetFunction", d.cuModuleGetFunction, e);
     resolve(lib, "cuLaunchKernel", d.cuLaunchKernel, e);
+    resolve(lib, "cuMemAllocAsync", d.cuMemAllocAsync, e);  // CUDA 11.2+
+    resolve(lib, "cuMemFreeAsync", d.cuMemFreeAsync, e);
     if (!e.empty()) return;
     CUresult r = d.cuInit(0);
     if (r != 0) {
@@ -165,6 +170,32 @@ int device_arch(int device) {
   check(d.cuDeviceGetAttribute(&major, kAttrCcMajor, dev), "cuDeviceGetAttribute");
   check(d.cuDeviceGetAttribute(&minor, kAttrCcMinor, dev), "cuDeviceGetAttribute");
   return major * 10 + minor;
+}
+
+int device_sm_count(int device, int fallback) {
+  if (!driver_status().empty()) return fallback;
+  Driver& d = ready();
+  CUdevice dev;
+  check(d.cuDeviceGet(&dev, device), "cuDeviceGet(" + std::to_string(device) + ")");
+  int sms = 0;
+  check(d.cuDeviceGetAttribute(&sms, kAttrSmCount, dev), "cuDeviceGetAttribute");
+  return sms > 0 ? sms : fallback;
+}
+
+std::uint64_t alloc_async(int device, std::size_t bytes, std::uintptr_t stream) {
+  Driver& d = ready();
+  ContextGuard guard(device);
+  unsigned long long p = 0;
+  CUresult r = d.cuMemAllocAsync(&p, bytes, reinterpret_cast<CUstream>(stream));
+  if (r != 0) fail(r, "cuMemAllocAsync(" + std::to_string(bytes) + " bytes)");
+  return p;
+}
+
+void free_async(int device, std::uint64_t ptr, std::uintptr_t stream) {
+  Driver& d = ready();
+  ContextGuard guard(device);
+  CUresult r = d.cuMemFreeAsync(ptr, reinterpret_cast<CUstream>(stream));
+  if (r != 0) fail(r, "cuMemFreeAsync");
 }
 
 CUfunction get_function(int device, const std::string& op, const std::string& name) {

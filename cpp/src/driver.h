@@ -2,6 +2,7 @@
 // without a driver and must import there, so it never links libcuda. Only the few entry points needed
 // to load a cubin and launch a kernel are resolved.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -24,6 +25,16 @@ int device_arch(int device);
 // op, in the device's primary context, which is the context torch uses). Throws std::runtime_error
 // with the driver's message, or when no embedded cubin fits the device's arch.
 CUfunction get_function(int device, const std::string& op, const std::string& name);
+
+// The device's SM count (cuDeviceGetAttribute); `fallback` when the driver is unusable (a CPU machine plans
+// calls for the H200, as the Python side does).
+int device_sm_count(int device, int fallback);
+
+// Stream-ordered device memory (cuMemAllocAsync / cuMemFreeAsync, the device's default pool), for a launch's
+// scratch: freed on `stream` after the kernels that use it, so concurrent streams never share it and a CUDA
+// graph capture records it as allocation nodes.
+std::uint64_t alloc_async(int device, std::size_t bytes, std::uintptr_t stream);
+void free_async(int device, std::uint64_t ptr, std::uintptr_t stream);
 
 // cuLaunchKernel with a 1x1x1 block (a tile kernel's threads are chosen by the compiler) on `stream`,
 // with the device's primary context made current for the call and the previous one restored.

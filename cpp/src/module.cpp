@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -108,21 +109,43 @@ tr::Plan checked_plan(const tr::KernelInfo& k, const py::sequence& tensors, cons
   return plan;
 }
 
-// The driver call of a checked plan, with these data pointers (in the plan's order).
-void launch_plan(const tr::KernelInfo& k, const tr::Plan& plan, tr::CUfunction& f, std::uint64_t* pointers,
+// The driver call of a checked plan, with these data pointers (the tensors', in the plan's order). A split-KV
+// attention plan also gets its workspace (stream-ordered scratch) and the combine launch.
+void launch_plan(const tr::KernelInfo& k, const tr::Plan& plan, tr::CUfunction& f, const std::uint64_t* pointers,
                  std::uintptr_t stream) {
   if (!has_cubin(k.op)) throw std::runtime_error("tile_cpp." + k.op + ": no cubin of this op was built");
+  const size_t n_tensors = plan.pointers.size();
+  std::uint64_t all[16];  // the tensors' pointers, then the workspace's
+  if (n_tensors + plan.workspace_offsets.size() > 16) throw std::logic_error("more than 16 pointer parameters");
+  std::copy(pointers, pointers + n_tensors, all);
   try {
     if (!f) f = tr::get_function(plan.device, k.op, plan.function);
+    tr::CUfunction combine = plan.combine.empty() ? nullptr : tr::get_function(plan.device, k.op, plan.combine);
+    const std::uint64_t ws = plan.workspace ? tr::alloc_async(plan.device, plan.workspace, stream) : 0;
+    for (size_t w = 0; w < plan.workspace_offsets.size(); ++w)
+      all[n_tensors + w] = ws ? ws + plan.workspace_offsets[w] : 0;
     void* args[32];
     size_t n = 0, p = 0, i = 0, fl = 0;
     if (plan.kinds.size() > 32) throw std::logic_error("more than 32 kernel parameters");
     for (char kind : plan.kinds) {
-      if (kind == 'p') args[n++] = &pointers[p++];
+      if (kind == 'p') args[n++] = &all[p++];
       else if (kind == 'i') args[n++] = const_cast<std::int32_t*>(&plan.ints[i++]);
       else args[n++] = const_cast<float*>(&plan.floats[fl++]);
     }
-    tr::launch(plan.device, f, plan.grid, args, stream, plan.function);
+    try {
+      tr::launch(plan.device, f, plan.grid, args, stream, plan.function);
+      if (combine) {
+        // (m_ws, l_ws, acc_ws, out, R, n_split): attention.cu's `_combine` entry.
+        void* cargs[] = {&all[n_tensors], &all[n_tensors + 1], &all[n_tensors + 2], &all[n_tensors - 1],
+                         const_cast<std::int32_t*>(&plan.combine_ints[0]),
+                         const_cast<std::int32_t*>(&plan.combine_ints[1])};
+        tr::launch(plan.device, combine, plan.combine_grid, cargs, stream, plan.combine);
+      }
+    } catch (...) {
+      if (ws) tr::free_async(plan.device, ws, stream);
+      throw;
+    }
+    if (ws) tr::free_async(plan.device, ws, stream);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("tile_cpp." + k.op + ": " + e.what());
   }
@@ -218,6 +241,9 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
     d["aligned"] = p.aligned;
     d["entry"] = p.entry;
     d["function"] = p.function;
+    d["workspace"] = p.workspace;  // split-KV attention: scratch bytes, and the combine kernel and grid
+    d["combine"] = p.combine;
+    d["combine_grid"] = py::make_tuple(p.combine_grid[0], p.combine_grid[1], p.combine_grid[2]);
     return d;
   }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(), py::arg("a16") = py::none(),
      "Check a call and return its launch plan without launching (no GPU needed). a16: None picks the "

@@ -1,8 +1,11 @@
 #include "ops.h"
 
+#include "driver.h"
+
 #include "tr_kernels.h"
 #include "tr_ops.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -198,6 +201,9 @@ bool param_flag(const std::string& op, const py::dict& params, const char* key, 
   return v.cast<bool>();
 }
 
+// Without a usable driver (a CPU machine) attention plans are made for the H200, as the Python side does.
+constexpr int kH200Sms = 132;
+
 unsigned blocks(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
 // The extents each op's `_a16` body assumes to be multiples of 16 bytes of the element type (row
@@ -273,6 +279,21 @@ int KernelInfo::get(const std::string& key) const {
   for (auto& [k, v] : config)
     if (k == key) return v;
   throw std::logic_error("kernel " + name + " has no config key " + key);
+}
+
+bool packed_rows(std::int64_t h, std::int64_t hkv, std::int64_t s, std::int64_t tq) {
+  const std::int64_t g = h / hkv;
+  return g > 1 && g * s <= tq;
+}
+
+std::pair<std::int64_t, std::int64_t> split_plan(std::int64_t tiles, std::int64_t sk, std::int64_t block_n,
+                                                 std::int64_t sms, std::int64_t min_blocks) {
+  auto cdiv = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  const std::int64_t min_chunk = min_blocks * block_n;
+  if (tiles >= sms || sk < 2 * min_chunk) return {1, sk};
+  const std::int64_t n_split = std::min(cdiv(sk, min_chunk), cdiv(2 * sms, tiles));
+  const std::int64_t chunk = cdiv(cdiv(sk, n_split), block_n) * block_n;
+  return {cdiv(sk, chunk), chunk};
 }
 
 std::string row_entry(const KernelInfo& k, std::int64_t n) {
@@ -432,15 +453,32 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
     if (causal && dm["S"] > dm["Sk"])
       throw ArgError{op, "q", "causal with S=" + std::to_string(dm["S"]) + " queries > Sk=" + std::to_string(dm["Sk"]) +
                                   " keys: the end-aligned mask leaves queries without any key"};
-    // B*H first: the kernel views q, out as (B*H, S, D) and k, v as (B*Hkv, Sk, D), see attention.cu.
-    plan.ints.push_back(static_cast<std::int32_t>(dm["B"] * dm["H"]));
-    plan.ints.push_back(static_cast<std::int32_t>(dm["S"]));
-    plan.ints.push_back(static_cast<std::int32_t>(dm["Sk"]));
-    plan.ints.push_back(static_cast<std::int32_t>(dm["H"] / dm["Hkv"]));
+    // Rows: NR row sets of R rows against K/V row set n / GQ: (B*H, S, D) with GQ = G, or a group's G heads
+    // packed into one (G*S)-row set (decode), see attention.cu.
+    const std::int64_t tq = k.get("TQ"), tk = k.get("TK"), g = dm["H"] / dm["Hkv"];
+    const bool packed = packed_rows(dm["H"], dm["Hkv"], dm["S"], tq);
+    const std::int64_t nr = packed ? dm["B"] * dm["Hkv"] : dm["B"] * dm["H"], r = packed ? g * dm["S"] : dm["S"];
+    const std::int64_t nq = blocks(r, static_cast<int>(tq));
+    if (nr * nq > kMaxInt)
+      throw ArgError{op, "q", std::to_string(nr * nq) + " query tiles exceed grid x's limit of 2^31-1"};
+    auto [n_split, chunk] = split_plan(nr * nq, dm["Sk"], tk, device_sm_count(plan.device, kH200Sms));
+    // Key tiles per split: one split's chunk is all Sk keys, which need not be a multiple of TK.
+    for (auto v : {nr, r, dm["S"], dm["Sk"], packed ? std::int64_t{1} : g, n_split, (chunk + tk - 1) / tk})
+      plan.ints.push_back(static_cast<std::int32_t>(v));
     plan.floats.push_back(static_cast<float>(scale * 1.4426950408889634));  // log2(e): kernel uses exp2
     plan.ints.push_back(causal ? 1 : 0);
-    kinds += "iiiifi";
-    plan.grid[0] = flat({blocks(dm["S"], k.get("TQ")), dm["B"] * dm["H"]});
+    kinds += "pppiiiiiiifi";  // the three fp32 workspaces (m, l, acc) after the tensors
+    plan.grid[0] = flat({n_split, nq, nr});  // split fastest, then the row block, then the row set
+    const std::size_t ws_rows = static_cast<std::size_t>(nr * n_split * nq * tq);  // Rp = nq * TQ per split
+    if (n_split > 1) {
+      plan.workspace_offsets = {0, ws_rows * 4, ws_rows * 8};
+      plan.workspace = ws_rows * 4 * (2 + static_cast<std::size_t>(dm["D"]));
+      plan.combine = k.name + "_combine";
+      plan.combine_grid[0] = flat({nq, nr});
+      plan.combine_ints = {static_cast<std::int32_t>(r), static_cast<std::int32_t>(n_split)};
+    } else {
+      plan.workspace_offsets = {0, 0, 0};  // unused by the kernel with one split: null pointers
+    }
   } else {
     throw std::logic_error("no launch plan for op " + op);
   }

@@ -3,6 +3,7 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -46,12 +47,28 @@ struct Plan {
   // (row_entry below; cpp/kernels/common.cuh, TR_ROW_ENTRIES).
   std::string entry;
   std::string function;                 // the symbol to launch: entry, + "_a16" if aligned
+  // Split-KV attention (cpp/kernels/attention.cu): `workspace` fp32 bytes of scratch, allocated on the
+  // launch's stream; the kernel's pointer parameters after the tensors' are at these byte offsets in it.
+  // Then `combine` (the entry's `_combine` kernel) runs on `combine_grid` with the workspace pointers, the
+  // last tensor (the output) and `combine_ints`, and the scratch is freed on the stream.
+  std::size_t workspace = 0;
+  std::vector<std::size_t> workspace_offsets;
+  std::string combine;
+  unsigned combine_grid[3] = {1, 1, 1};
+  std::vector<std::int32_t> combine_ints;
 };
 
 // The entry point of kernel `k` for rows `n` wide, for an op of the "rows" family: `<name>` (the row in
 // one TN tile, no chunk loop) when n <= TN, else `<name>_loop` (multi-chunk; ArgError when TN is over
 // TR_ROW_LOOP_MAX_TN, which has no loop). Any other op: `<name>`.
 std::string row_entry(const KernelInfo& k, std::int64_t n);
+
+// The attention schedule (python/tilerosetta/kernels/attention_split.py, the same arithmetic): whether the
+// G = H / Hkv heads of a group are one query tile (G > 1 and G * S <= tq), and the split-KV plan
+// (n_split, chunk in keys) of `tiles` row tiles over `sk` keys in `block_n`-key tiles on `sms` SMs.
+bool packed_rows(std::int64_t h, std::int64_t hkv, std::int64_t s, std::int64_t tq);
+std::pair<std::int64_t, std::int64_t> split_plan(std::int64_t tiles, std::int64_t sk, std::int64_t block_n,
+                                                 std::int64_t sms, std::int64_t min_blocks = 4);
 
 // The argument names of an op (inputs then outputs), for error messages and the Python side.
 std::vector<std::string> op_arguments(const std::string& op);

@@ -27,6 +27,7 @@ import torch
 
 from tilerosetta.backends.base import _NO_PLAN, Backend, current_stream_handle, sm_count
 from tilerosetta.errors import native_refusal
+from tilerosetta.kernels.attention_split import packed_rows
 from tilerosetta.specs import OP_NAMES, decode_panel, decode_tiles, dtype_name, get_spec
 
 try:
@@ -113,7 +114,13 @@ def _gemm_default(dtype, dims):
 
 
 def _attention_default(dtype, dims):
-    # The one instantiated config per head dim (cpp/include/tr_kernels.h says why D 64 takes W 8).
+    # Two instantiated configs per head dim (cpp/include/tr_kernels.h): 16-row tiles when every row set holds
+    # at most 16 rows (decode: a packed group of G = H / Hkv query heads, or S <= 16 alone), else 128 rows
+    # (D 64 with W 8: tr_kernels.h says why).
+    h, s = dims.get("H", 1), dims.get("S", 1 << 20)
+    g = h // dims.get("Hkv", h)
+    if (g * s if packed_rows(h, dims.get("Hkv", h), s, 16) else s) <= 16:
+        return {"TQ": 16, "TK": 128, "W": 0}
     return {"TQ": 128, "TK": 64, "W": 8 if dims.get("D") == 64 else 0}
 
 
