@@ -129,8 +129,9 @@ def test_every_cause_links_to_evidence_and_a_reproducer_that_exist():
         if anchor:
             anchors = {_github_anchor(m) for m in re.findall(r"^#+ (.+)$", doc.read_text(), re.M)}
             assert anchor in anchors, f"{c.backends}/{c.ops}: no heading of {path} has the anchor #{anchor}"
-        if c.repro.startswith("repro/"):
-            assert (REPO_ROOT / c.repro).is_file(), f"{c.backends}/{c.ops}: reproducer {c.repro} does not exist"
+        if c.repro.startswith(("repro/", "tools/")):  # a reproducer file, or a measuring tool and its arguments
+            path = c.repro.split()[0]
+            assert (REPO_ROOT / path).is_file(), f"{c.backends}/{c.ops}: reproducer {path} does not exist"
         else:
             assert c.repro.split()[0] in ("tilerosetta", "cargo"), f"{c.backends}/{c.ops}: reproducer {c.repro!r}"
 
