@@ -139,7 +139,7 @@ def test_attention_split_kv_allocates_launches_the_combine_and_frees_on_the_stre
     params = main.split("params=")[1].split()
     assert params[4:7] == [f"p:{base}", f"p:{base + rows * 4}", f"p:{base + rows * 8}"]
     assert params[7:14] == ["i:2", "i:4", "i:1", "i:4099", "i:1", "i:9", "i:4"]
-    assert combine.startswith("launch grid=2,1,1 block=1,1,1 shared=0 stream=77 ")
+    assert combine.startswith("launch grid=8,1,1 block=1,1,1 shared=0 stream=77 ")  # a block per row: 2 sets x 4
     assert combine.split("params=")[1].split() == [
         f"p:{base}", f"p:{base + rows * 4}", f"p:{base + rows * 8}", f"p:{4 << 30}", "i:4", "i:9"]
     assert log[6] == f"free {base} stream=77"  # stream-ordered: after both launches, on their stream

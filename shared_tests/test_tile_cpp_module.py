@@ -272,7 +272,8 @@ def test_plan_attention_gqa_and_kv_length():
     # 16 row sets (B*Hkv) of 4 rows; min(ceil(4099 / 256), ceil(264 / 16)) = 17 splits of 256 keys = 4 tiles
     assert list(plan["ints"]) == [16, 4, 1, 4099, 1, 17, 4, 1]
     assert tuple(plan["grid"]) == (17 * 16, 1, 1)
-    assert plan["combine"] == "attention_bf16_128_128_64_0_combine" and tuple(plan["combine_grid"]) == (16, 1, 1)
+    # the combine: one block per output row (16 row sets x 4 rows)
+    assert plan["combine"] == "attention_bf16_128_128_64_0_combine" and tuple(plan["combine_grid"]) == (64, 1, 1)
     assert plan["workspace"] == 16 * 17 * 128 * 4 * (2 + 128)  # m, l, acc (D) per padded row, fp32
     bad = fakes("attention", {"B": 1, "H": 6, "Hkv": 4, "S": 5, "Sk": 5, "D": 128}, torch.bfloat16)
     refused("attention_bf16_128_128_64_0", bad, {"causal": False, "scale": None}, op="attention", arg="k",
@@ -309,6 +310,8 @@ def test_plan_attention_matches_the_python_schedule(kernel, b, h, hkv, s, sk):
     assert list(plan["ints"]) == [nr, r, s, sk, gq, n_split, cdiv(chunk, tk), 1]
     assert tuple(plan["grid"]) == (n_split * cdiv(r, tq) * nr, 1, 1)
     assert (plan["combine"] != "") == (n_split > 1)
+    if n_split > 1:
+        assert tuple(plan["combine_grid"]) == (nr * r, 1, 1)  # one block per output row
     assert plan["workspace"] == (nr * n_split * cdiv(r, tq) * tq * 4 * (2 + d) if n_split > 1 else 0)
 
 

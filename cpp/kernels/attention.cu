@@ -152,31 +152,38 @@ __tile__ void attention_tma(T* __restrict__ q, T* __restrict__ k, T* __restrict_
   }
 }
 
-// The split-KV combine: block (row block bx, row set n) merges the n_split partials of its TQ rows,
-// out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s with M = max_s m_s, as a running merge from split 0
-// (whose m is finite for every row). Plain loads and stores: the partials are L2-resident and small.
+// The split-KV combine: one block per output row (row set n, row r < R; grid NR * R), which loads its row's
+// n_split partials NS at a time as one (NS, 1) / (NS, D) tile (the rows are Rp apart in the workspaces) and
+// merges them: out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s with M = max_s m_s, a running max across
+// chunks. A block per 16-row block walking the splits one load after another took 8.4 us at B1 (8 blocks x 8
+// splits, H200 profile in bench/GAPS.md) against 2.0 us for Triton's one-program-per-row form. Splits past
+// n_split read as m = -inf (weight 0; the padded l and acc are zeros); split 0 sees key 0, so M is finite.
 template <typename T, int D, int TQ>
 __tile__ void attention_combine(float* __restrict__ m_ws, float* __restrict__ l_ws, float* __restrict__ acc_ws,
                                 T* __restrict__ out, int R, int n_split) {
-  using Col = tr::ftile<TQ, 1>;
-  int nq = tr::ceil_div(R, TQ), Rp = nq * TQ;
-  int bx = ct::bid().x % nq, n = ct::bid().x / nq;
-  long long w0 = (long long)n * n_split;
-  ct::partition_view pm{ct::tensor_span{m_ws + w0 * Rp, ct::extents{n_split * Rp, 1}}, ct::shape<TQ, 1>{}};
-  ct::partition_view pl{ct::tensor_span{l_ws + w0 * Rp, ct::extents{n_split * Rp, 1}}, ct::shape<TQ, 1>{}};
-  ct::partition_view pa{ct::tensor_span{acc_ws + w0 * Rp * D, ct::extents{n_split * Rp, D}}, ct::shape<TQ, D>{}};
-  Col m = tr::load_no_tma(pm, bx, 0), l = tr::load_no_tma(pl, bx, 0);
-  auto acc = tr::load_no_tma(pa, bx, 0);
-  for (int s : ct::irange(1, n_split)) {
-    Col m_s = tr::load_no_tma(pm, s * nq + bx, 0);
-    auto m_new = ct::max(m, m_s);
-    auto a = ct::exp2(m - m_new), c = ct::exp2(m_s - m_new);
-    l = l * a + tr::load_no_tma(pl, s * nq + bx, 0) * c;
-    acc = acc * a + tr::load_no_tma(pa, s * nq + bx, 0) * c;
-    m = m_new;
+  constexpr int NS = 16;
+  using Col = tr::ftile<NS, 1>;
+  int Rp = tr::ceil_div(R, TQ) * TQ;
+  int n = ct::bid().x / R, r = ct::bid().x % R;
+  long long row0 = (long long)n * n_split * Rp + r;  // (row set n, split 0, row r)
+  ct::partition_view pm{tr::strided_rows(m_ws + row0, n_split, 1, Rp), ct::shape<NS, 1>{}};
+  ct::partition_view pl{tr::strided_rows(l_ws + row0, n_split, 1, Rp), ct::shape<NS, 1>{}};
+  ct::partition_view pa{tr::strided_rows(acc_ws + row0 * D, n_split, D, Rp * D), ct::shape<NS, D>{}};
+  auto big_m = ct::full<tr::ftile<1, 1>>(-INFINITY);
+  auto l = ct::zeros<tr::ftile<1, 1>>();
+  auto acc = ct::zeros<tr::ftile<1, D>>();
+  auto lane = ct::iota<ct::tile<int, ct::shape<NS, 1>>>();
+  for (int c : ct::irange(0, tr::ceil_div(n_split, NS))) {
+    Col m_c = ct::select(lane + c * NS < n_split, tr::load_no_tma(pm, c, 0), ct::full<Col>(-INFINITY));
+    auto m_new = ct::max(big_m, ct::reduce_max(m_c, 0_ic));
+    auto w = ct::exp2(m_c - m_new);       // (NS, 1): 0 for padded or unseen splits
+    auto alpha = ct::exp2(big_m - m_new);  // 0 on the first chunk (big_m = -inf, m_new finite)
+    l = l * alpha + ct::sum(tr::load_no_tma(pl, c, 0) * w, 0_ic);
+    acc = acc * alpha + ct::sum(tr::load_no_tma(pa, c, 0) * w, 0_ic);
+    big_m = m_new;
   }
-  ct::partition_view po{ct::tensor_span{out + (long long)n * R * D, ct::extents{R, D}}, ct::shape<TQ, D>{}};
-  tr::store_no_tma(po, ct::element_cast<T>(acc / l), bx, 0);
+  ct::partition_view po{ct::tensor_span{out + ((long long)n * R + r) * D, ct::extents{1, D}}, ct::shape<1, D>{}};
+  tr::store_no_tma(po, ct::element_cast<T>(acc / l), 0, 0);
 }
 
 // NR row sets of R rows (query r % S), Sk keys, K/V row set n / GQ; n_split splits of CT key tiles each, with

@@ -474,7 +474,7 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
       plan.workspace_offsets = {0, ws_rows * 4, ws_rows * 8};
       plan.workspace = ws_rows * 4 * (2 + static_cast<std::size_t>(dm["D"]));
       plan.combine = k.name + "_combine";
-      plan.combine_grid[0] = flat({nq, nr});
+      plan.combine_grid[0] = flat({r, nr});  // one block per output row (attention.cu)
       plan.combine_ints = {static_cast<std::int32_t>(r), static_cast<std::int32_t>(n_split)};
     } else {
       plan.workspace_offsets = {0, 0, 0};  // unused by the kernel with one split: null pointers
