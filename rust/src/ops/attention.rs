@@ -48,11 +48,7 @@ pub mod kernel {
     use cutile::core::*;
 
     /// One BM x D block of queries (head `bh`, query block `mb`), normalised and in T: the body of both
-    /// entries (inlined by the cuTile compiler). The K/V row set of head bh is bh / G with
-    /// G = (B*H) / (B*Hkv) = H / Hkv, read from the views' shapes.
-    /// FOLD == 1 (scale > 0): the scale (times log2 e) is applied to the BM row maxima and folded
-    /// into one FFMA per score, exp2(s*c - m*c) with m kept in scaled units; max(s*c) = max(s)*c
-    /// needs c > 0. FOLD == 0 (scale <= 0): the scores are scaled first, as the max needs.
+    /// per-head entries (inlined by the cuTile compiler).
     fn attend<
         T: ElementType,
         const BM: i32,
@@ -68,30 +64,15 @@ pub mod kernel {
         bh: i32,
         mb: i32,
     ) -> Tile<T, { [BM, D] }> {
-        let s_len: i32 = get_shape_dim(k.shape(), 1i32);
         let q_len: i32 = get_shape_dim(q.shape(), 1i32);
-        let group: i32 = get_shape_dim(q.shape(), 0i32) / get_shape_dim(k.shape(), 0i32);
-        let kvh: i32 = bh / group;
-        // End-aligned causal mask: query row i sees keys j <= i + off.
-        let off: i32 = s_len - q_len;
-
-        let tq: Tile<T, { [1, BM, D] }> = q.load_tile(shape![1, BM, D], [bh, mb, 0i32]);
-        let tq: Tile<T, { [BM, D] }> = tq.reshape(shape![BM, D]);
-        let scale: Tile<f32, { [BM, BN] }> = broadcast_scalar(qk_scale_log2, shape![BM, BN]);
-        let scale_m: Tile<f32, { [BM, 1] }> = broadcast_scalar(qk_scale_log2, shape![BM, 1]);
-
-        let mut m_i: Tile<f32, { [BM, 1] }> = constant(f32::NEG_INFINITY, shape![BM, 1]);
-        let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
-        let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
-
-        let offs_n: Tile<i32, { [BN] }> = iota(shape![BN]);
-        let offs_n: Tile<i32, { [BM, BN] }> = offs_n.reshape(shape![1, BN]).broadcast(shape![BM, BN]);
+        let (tq, kvh, s_len, off) = query_block::<T, BM, D>(q, k, bh, mb, q_len);
+        let (scale, scale_m, offs_n) = step_tiles::<BM, BN>(qk_scale_log2);
+        // Row i of the block is query mb*BM + i.
         let offs_m: Tile<i32, { [BM] }> = iota(shape![BM]);
         let offs_m: Tile<i32, { [BM, 1] }> = offs_m.reshape(shape![BM, 1]) + broadcast_scalar(mb * BM, shape![BM, 1]);
         let offs_m: Tile<i32, { [BM, BN] }> = offs_m.broadcast(shape![BM, BN]);
         let limit: Tile<i32, { [BM, BN] }> = offs_m + broadcast_scalar(off, shape![BM, BN]);
         let s_tile: Tile<i32, { [BM, BN] }> = broadcast_scalar(s_len, shape![BM, BN]);
-        let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, shape![BM, BN]);
 
         // Key tiles [0, n_full) are inside Sk and (CAUSAL) visible to every row of the block: their last
         // key (j+1)*BN - 1 is <= the first row's limit mb*BM + off and < Sk. They run without the mask;
@@ -103,82 +84,11 @@ pub mod kernel {
             n_full = min(mb * BM + 1i32 + off, s_len) / BN;
         }
         let n_kv: i32 = ceil_div(kv_end, BN);
-
-        // Unmasked main loop (FOLD == 1: no separate multiply, no select; see the entry comment).
-        for j in 0i32..n_full {
-            let kt: Tile<T, { [1, BN, D] }> = k.load_tile(shape![1, BN, D], [kvh, j, 0i32]);
-            let kt: Tile<T, { [BN, D] }> = kt.reshape(shape![BN, D]);
-            let kt_t: Tile<T, { [D, BN] }> = kt.transpose();
-            let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
-            let mut qk: Tile<f32, { [BM, BN] }> = mma(tq, kt_t, zero);
-            if FOLD == 0i32 {
-                qk = qk * scale;
-            }
-            let row_max: Tile<f32, { [BM] }> = reduce_max(qk, 1);
-            let mut row_max: Tile<f32, { [BM, 1] }> = row_max.reshape(shape![BM, 1]);
-            if FOLD == 1i32 {
-                row_max = row_max * scale_m;
-            }
-            let m_new: Tile<f32, { [BM, 1] }> = max_tile(m_i, row_max);
-            let neg_m: Tile<f32, { [BM, BN] }> = negf(m_new).broadcast(shape![BM, BN]);
-            let mut x: Tile<f32, { [BM, BN] }> = qk + neg_m;
-            if FOLD == 1i32 {
-                x = fma(qk, scale, neg_m, rounding::NearestEven, ftz::Enabled);
-            }
-            // ftz: a bare MUFU.EX2 (without it: FSETP + 2 FMUL per element); p < 2^-126 becomes 0.
-            let p: Tile<f32, { [BM, BN] }> = exp2(x, ftz::Enabled);
-            let alpha: Tile<f32, { [BM, 1] }> = exp2(m_i - m_new, ftz::Enabled);
-            let row_sum: Tile<f32, { [BM] }> = reduce_sum(p, 1);
-            l_i = l_i * alpha + row_sum.reshape(shape![BM, 1]);
-            acc = acc * alpha.broadcast(shape![BM, D]);
-
-            let vt: Tile<T, { [1, BN, D] }> = v.load_tile(shape![1, BN, D], [kvh, j, 0i32]);
-            let vt: Tile<T, { [BN, D] }> = vt.reshape(shape![BN, D]);
-            let pt: Tile<T, { [BM, BN] }> = convert_tile(p);
-            acc = mma(pt, vt, acc);
-            m_i = m_new;
-        }
-        // Masked tail: keys >= Sk (zero-padded K/V) and (CAUSAL) keys after each row's limit get -inf.
         // Tile 0 holds key 0, visible to every row (rows >= S included), so m is finite after it; a row
-        // with every key of a later tile masked keeps m and gets p = exp2(-inf) = 0 there.
-        for j in n_full..n_kv {
-            let kt: Tile<T, { [1, BN, D] }> = k.load_tile(shape![1, BN, D], [kvh, j, 0i32]);
-            let kt: Tile<T, { [BN, D] }> = kt.reshape(shape![BN, D]);
-            let kt_t: Tile<T, { [D, BN] }> = kt.transpose();
-            let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
-            let mut qk: Tile<f32, { [BM, BN] }> = mma(tq, kt_t, zero);
-            if FOLD == 0i32 {
-                qk = qk * scale;
-            }
-            let cols: Tile<i32, { [BM, BN] }> = offs_n + broadcast_scalar(j * BN, shape![BM, BN]);
-            let mut keep: Tile<bool, { [BM, BN] }> = lt_tile(cols, s_tile);
-            if CAUSAL == 1i32 {
-                keep = keep & ge_tile(limit, cols);
-            }
-            let qk: Tile<f32, { [BM, BN] }> = select(keep, qk, neg_inf);
-            let row_max: Tile<f32, { [BM] }> = reduce_max(qk, 1);
-            let mut row_max: Tile<f32, { [BM, 1] }> = row_max.reshape(shape![BM, 1]);
-            if FOLD == 1i32 {
-                row_max = row_max * scale_m;
-            }
-            let m_new: Tile<f32, { [BM, 1] }> = max_tile(m_i, row_max);
-            let neg_m: Tile<f32, { [BM, BN] }> = negf(m_new).broadcast(shape![BM, BN]);
-            let mut x: Tile<f32, { [BM, BN] }> = qk + neg_m;
-            if FOLD == 1i32 {
-                x = fma(qk, scale, neg_m, rounding::NearestEven, ftz::Enabled);
-            }
-            let p: Tile<f32, { [BM, BN] }> = exp2(x, ftz::Enabled);
-            let alpha: Tile<f32, { [BM, 1] }> = exp2(m_i - m_new, ftz::Enabled);
-            let row_sum: Tile<f32, { [BM] }> = reduce_sum(p, 1);
-            l_i = l_i * alpha + row_sum.reshape(shape![BM, 1]);
-            acc = acc * alpha.broadcast(shape![BM, D]);
-
-            let vt: Tile<T, { [1, BN, D] }> = v.load_tile(shape![1, BN, D], [kvh, j, 0i32]);
-            let vt: Tile<T, { [BN, D] }> = vt.reshape(shape![BN, D]);
-            let pt: Tile<T, { [BM, BN] }> = convert_tile(p);
-            acc = mma(pt, vt, acc);
-            m_i = m_new;
-        }
+        // with every key of a later tile masked keeps m and gets p = exp2(-inf) = 0 there: no guard.
+        let (_m_i, l_i, acc) = kv_tiles::<T, BM, BN, D, CAUSAL, FOLD, 0i32>(
+            tq, k, v, kvh, scale, scale_m, offs_n, limit, s_tile, 0i32, n_full, n_kv,
+        );
         let y: Tile<f32, { [BM, D] }> = true_div(acc, l_i.broadcast(shape![BM, D]));
         let yt: Tile<T, { [BM, D] }> = convert_tile(y);
         yt
@@ -231,10 +141,48 @@ pub mod kernel {
         }
     }
 
-    // ---- decode schedule: packed rows and split-KV (module doc) ----------------------------------------
+    // ---- shared by both bodies (`attend`, `attend_rows`) ----------------------------------------------
+    // Each body calls query_block, then step_tiles, builds its row limits and s_tile, then calls kv_tiles:
+    // the ops reach tileiras in that order, and its register allocation follows the order (with the step
+    // tiles made after the limits, a split kernel gets other registers), so a body keeps it.
 
-    /// One key tile `j` of the online softmax for the BM rows `tq` against K/V head `kvh`: the loop body of
-    /// `attend_rows` (inlined). MASKED: keys >= Sk and (CAUSAL) keys after a row's `limit` get -inf.
+    /// The start of both bodies: row block `rb` (BM x D) of row set `n` of the (NQ, M, D) query view `q`,
+    /// the K/V row set it reads (n / G, G = NQ / (B*Hkv) from the views' shapes: H / Hkv per head, 1
+    /// packed), Sk, and the offset of the end-aligned causal mask for `s_q` queries: query i sees keys
+    /// j <= i + off.
+    fn query_block<T: ElementType, const BM: i32, const D: i32>(
+        q: &Tensor<T, { [-1, -1, -1] }>,
+        k: &Tensor<T, { [-1, -1, -1] }>,
+        n: i32,
+        rb: i32,
+        s_q: i32,
+    ) -> (Tile<T, { [BM, D] }>, i32, i32, i32) {
+        let s_len: i32 = get_shape_dim(k.shape(), 1i32);
+        let group: i32 = get_shape_dim(q.shape(), 0i32) / get_shape_dim(k.shape(), 0i32);
+        let kvh: i32 = n / group;
+        let off: i32 = s_len - s_q;
+        let tq: Tile<T, { [1, BM, D] }> = q.load_tile(shape![1, BM, D], [n, rb, 0i32]);
+        let tq: Tile<T, { [BM, D] }> = tq.reshape(shape![BM, D]);
+        (tq, kvh, s_len, off)
+    }
+
+    /// The loop-invariant tiles of `kv_step`: the scale (times log2 e) for the scores and for the row
+    /// maxima, and each column's key offset within a key tile.
+    fn step_tiles<const BM: i32, const BN: i32>(
+        qk_scale_log2: f32,
+    ) -> (Tile<f32, { [BM, BN] }>, Tile<f32, { [BM, 1] }>, Tile<i32, { [BM, BN] }>) {
+        let scale: Tile<f32, { [BM, BN] }> = broadcast_scalar(qk_scale_log2, shape![BM, BN]);
+        let scale_m: Tile<f32, { [BM, 1] }> = broadcast_scalar(qk_scale_log2, shape![BM, 1]);
+        let offs_n: Tile<i32, { [BN] }> = iota(shape![BN]);
+        let offs_n: Tile<i32, { [BM, BN] }> = offs_n.reshape(shape![1, BN]).broadcast(shape![BM, BN]);
+        (scale, scale_m, offs_n)
+    }
+
+    /// One key tile `j` of the online softmax for the BM rows `tq` against K/V head `kvh` (inlined).
+    /// FOLD == 1 (scale > 0): the scale (times log2 e) is applied to the BM row maxima and folded into
+    /// one FFMA per score, exp2(s*c - m*c) with m kept in scaled units; max(s*c) = max(s)*c needs c > 0.
+    /// FOLD == 0 (scale <= 0): the scores are scaled first, as the max needs.
+    /// MASKED: keys >= Sk and (CAUSAL) keys after a row's `limit` get -inf.
     /// SAFE (a split's masked tiles): a split may hold no key some row can see, so m_new can be -inf;
     /// the exp2 offsets then use 0 instead of m_new (p = exp2(-inf) = 0 and alpha = exp2(-inf) = 0, so l
     /// and acc stay 0 without computing -inf - -inf = NaN) while m itself stays -inf (weight 0 in the
@@ -298,6 +246,7 @@ pub mod kernel {
         if FOLD == 1i32 {
             x = fma(qk, scale, neg_m, rounding::NearestEven, ftz::Enabled);
         }
+        // ftz: a bare MUFU.EX2 (without it: FSETP + 2 FMUL per element); p < 2^-126 becomes 0.
         let p: Tile<f32, { [BM, BN] }> = exp2(x, ftz::Enabled);
         let alpha: Tile<f32, { [BM, 1] }> = exp2(m_i - m_off, ftz::Enabled);
         let row_sum: Tile<f32, { [BM] }> = reduce_sum(p, 1);
@@ -310,11 +259,54 @@ pub mod kernel {
         (m_new, l_new, acc_new)
     }
 
+    /// The online softmax of the BM rows `tq` over key tiles [j0, n_kv) of K/V head `kvh`, from m = -inf,
+    /// l = 0, acc = 0: tiles [j0, n_full) unmasked (every key inside Sk and visible to every row), then
+    /// [n_full, n_kv) masked against Sk (`s_tile`) and (CAUSAL) each row's `limit`, the last key it sees;
+    /// SAFE as in `kv_step`. Returns m (log2 units), l and the un-normalised acc.
+    fn kv_tiles<T: ElementType, const BM: i32, const BN: i32, const D: i32, const CAUSAL: i32, const FOLD: i32, const SAFE: i32>(
+        tq: Tile<T, { [BM, D] }>,
+        k: &Tensor<T, { [-1, -1, -1] }>,
+        v: &Tensor<T, { [-1, -1, -1] }>,
+        kvh: i32,
+        scale: Tile<f32, { [BM, BN] }>,
+        scale_m: Tile<f32, { [BM, 1] }>,
+        offs_n: Tile<i32, { [BM, BN] }>,
+        limit: Tile<i32, { [BM, BN] }>,
+        s_tile: Tile<i32, { [BM, BN] }>,
+        j0: i32,
+        n_full: i32,
+        n_kv: i32,
+    ) -> (Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, D] }>) {
+        let mut m_i: Tile<f32, { [BM, 1] }> = constant(f32::NEG_INFINITY, shape![BM, 1]);
+        let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+        let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+        // Unmasked tiles come first: after the first, every row's m is finite (no guard needed there).
+        for j in j0..n_full {
+            let (m_new, l_new, acc_new) = kv_step::<T, BM, BN, D, CAUSAL, FOLD, 0i32, 0i32>(
+                tq, k, v, kvh, j, m_i, l_i, acc, scale, scale_m, offs_n, limit, s_tile,
+            );
+            m_i = m_new;
+            l_i = l_new;
+            acc = acc_new;
+        }
+        for j in n_full..n_kv {
+            let (m_new, l_new, acc_new) = kv_step::<T, BM, BN, D, CAUSAL, FOLD, 1i32, SAFE>(
+                tq, k, v, kvh, j, m_i, l_i, acc, scale, scale_m, offs_n, limit, s_tile,
+            );
+            m_i = m_new;
+            l_i = l_new;
+            acc = acc_new;
+        }
+        (m_i, l_i, acc)
+    }
+
+    // ---- decode schedule: packed rows and split-KV (module doc) ----------------------------------------
+
     /// Row block `qi` (BM rows) of row set `nq` of the (NQ, M, D) view `q`, against keys [0, Sk) or, with
     /// SPLIT, the key tiles [split * ct, split * ct + ct): the running max m (log2 units), the running sum
     /// l and the un-normalised accumulator. Row r of a row set is query r % s_q (s_q = S): in the packed
     /// view (B*Hkv, G*S, D) a row set is the G heads of one K/V head and r // s_q is the head within it;
-    /// in the per-head view (B*H, S, D) r < S. The K/V row set is nq / (NQ / (B*Hkv)) (1 when packed).
+    /// in the per-head view (B*H, S, D) r < S.
     fn attend_rows<
         T: ElementType,
         const BM: i32,
@@ -334,24 +326,9 @@ pub mod kernel {
         split: i32,
         ct: i32,
     ) -> (Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, D] }>) {
-        let s_len: i32 = get_shape_dim(k.shape(), 1i32);
         let m_len: i32 = get_shape_dim(q.shape(), 1i32);
-        let group: i32 = get_shape_dim(q.shape(), 0i32) / get_shape_dim(k.shape(), 0i32);
-        let kvh: i32 = nq / group;
-        // End-aligned causal mask: query i sees keys j <= i + off.
-        let off: i32 = s_len - s_q;
-
-        let tq: Tile<T, { [1, BM, D] }> = q.load_tile(shape![1, BM, D], [nq, qi, 0i32]);
-        let tq: Tile<T, { [BM, D] }> = tq.reshape(shape![BM, D]);
-        let scale: Tile<f32, { [BM, BN] }> = broadcast_scalar(qk_scale_log2, shape![BM, BN]);
-        let scale_m: Tile<f32, { [BM, 1] }> = broadcast_scalar(qk_scale_log2, shape![BM, 1]);
-
-        let mut m_i: Tile<f32, { [BM, 1] }> = constant(f32::NEG_INFINITY, shape![BM, 1]);
-        let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
-        let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
-
-        let offs_n: Tile<i32, { [BN] }> = iota(shape![BN]);
-        let offs_n: Tile<i32, { [BM, BN] }> = offs_n.reshape(shape![1, BN]).broadcast(shape![BM, BN]);
+        let (tq, kvh, s_len, off) = query_block::<T, BM, D>(q, k, nq, qi, s_q);
+        let (scale, scale_m, offs_n) = step_tiles::<BM, BN>(qk_scale_log2);
         // Each row's causal limit from its query index r % s_q (r itself would be wrong once packed).
         let r0: i32 = qi * BM;
         let rows: Tile<i32, { [BM] }> = iota(shape![BM]);
@@ -382,26 +359,12 @@ pub mod kernel {
             n_kv = max(min(n_kv, j0 + ct), j0);
             n_full = max(j0, min(n_full, n_kv));
         }
-        // Unmasked tiles come first: after the first, every row's m is finite (no guard needed there).
-        for j in j0..n_full {
-            let (m_new, l_new, acc_new) = kv_step::<T, BM, BN, D, CAUSAL, FOLD, 0i32, 0i32>(
-                tq, k, v, kvh, j, m_i, l_i, acc, scale, scale_m, offs_n, limit, s_tile,
-            );
-            m_i = m_new;
-            l_i = l_new;
-            acc = acc_new;
-        }
         // Without SPLIT tile 0 (key 0, visible to every row, padding rows >= M included) is the first of
         // the whole loop, so m is finite before any row can meet a fully masked tile; a split's masked
         // tiles may come first and take the guard (SAFE = SPLIT).
-        for j in n_full..n_kv {
-            let (m_new, l_new, acc_new) = kv_step::<T, BM, BN, D, CAUSAL, FOLD, 1i32, SPLIT>(
-                tq, k, v, kvh, j, m_i, l_i, acc, scale, scale_m, offs_n, limit, s_tile,
-            );
-            m_i = m_new;
-            l_i = l_new;
-            acc = acc_new;
-        }
+        let (m_i, l_i, acc) = kv_tiles::<T, BM, BN, D, CAUSAL, FOLD, SPLIT>(
+            tq, k, v, kvh, scale, scale_m, offs_n, limit, s_tile, j0, n_full, n_kv,
+        );
         (m_i, l_i, acc)
     }
 
