@@ -118,8 +118,8 @@ def _attention_default(dtype, dims):
     # at most 16 rows (decode: a packed group of G = H / Hkv query heads, or S <= 16 alone), else 128 rows
     # (D 64 with W 8: tr_kernels.h says why).
     h, s = dims.get("H", 1), dims.get("S", 1 << 20)
-    g = h // dims.get("Hkv", h)
-    if (g * s if packed_rows(h, dims.get("Hkv", h), s, 16) else s) <= 16:
+    hkv = dims.get("Hkv", h)
+    if ((h // hkv) * s if packed_rows(h, hkv, s, 16) else s) <= 16:
         return {"TQ": 16, "TK": 128, "W": 0}
     return {"TQ": 128, "TK": 64, "W": 8 if dims.get("D") == 64 else 0}
 
