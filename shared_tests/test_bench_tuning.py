@@ -19,6 +19,12 @@ def test_size_class():
     att = {"B": 4, "H": 32, "S": 4096, "D": 128}
     assert tuning.size_class(att, "attention") == "le4096_D128"
     assert tuning.size_class({**att, "D": 64}, "attention") == "le4096_D64"
+    # decode (S <= 16) is not the prefill of the same largest dim (Sk): classes by query count and batch
+    dec = {"B": 1, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}
+    assert tuning.size_class(dec, "attention") == "le4096_D128_S1_B1"
+    assert tuning.size_class({**dec, "B": 16}, "attention") == "le4096_D128_S1_B16"
+    assert tuning.size_class({**dec, "B": 33, "S": 5}, "attention") == "le4096_D128_S8_B64"
+    assert tuning.size_class({**dec, "S": 17}, "attention") == "le4096_D128"
     assert tuning.size_class({"M": 4096, "N": 4096, "K": 4096}, "matmul") == "le4096"
     # decode-sized matmuls (M <= 64) are classes of their own: their best tiles are not the GEMM's
     assert tuning.size_class({"M": 1, "N": 4096, "K": 4096}, "matmul") == "le4096_M1"

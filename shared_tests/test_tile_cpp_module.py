@@ -315,6 +315,51 @@ def test_plan_attention_matches_the_python_schedule(kernel, b, h, hkv, s, sk):
     assert plan["workspace"] == (nr * n_split * cdiv(r, tq) * tq * 4 * (2 + d) if n_split > 1 else 0)
 
 
+def test_plan_attention_split_min_blocks_is_a_host_key():
+    """SPLIT_MIN_BLOCKS (host: it sizes the launch, no kernel of its own) sets split_plan's min_blocks: at B1
+    decode 1 gives 32 splits of one 128-key tile (2 blocks per SM on 132), the default 4 gives 8. Another key,
+    or a value that is not an int >= 1, is refused naming it."""
+    from tilerosetta.kernels.attention_split import split_plan
+    q = fakes("attention", {"B": 1, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}, torch.bfloat16)
+    kernel, params = "attention_bf16_128_16_128_0", {"causal": True, "scale": None}
+    for host, n_split in (({}, 8), ({"SPLIT_MIN_BLOCKS": 4}, 8), ({"SPLIT_MIN_BLOCKS": 2}, 16),
+                          ({"SPLIT_MIN_BLOCKS": 1}, 32)):
+        plan = mod.plan(kernel, q, params, None, host)
+        assert plan["ints"][5] == n_split == split_plan(8, 4096, 128, min_blocks=host.get("SPLIT_MIN_BLOCKS", 4))[0]
+        assert tuple(plan["grid"]) == (8 * n_split, 1, 1) and tuple(plan["combine_grid"]) == (32, 1, 1)
+    for host, match in (({"SPLIT": 1}, "unknown host-side config key 'SPLIT'"),
+                        ({"SPLIT_MIN_BLOCKS": 0}, "must be an int >= 1"),
+                        ({"SPLIT_MIN_BLOCKS": True}, "must be an int >= 1")):
+        with pytest.raises(ValueError, match=match) as e:
+            mod.plan(kernel, q, params, None, host)
+        assert "tile_cpp.attention: argument 'config'" in str(e.value)
+    rows = fakes("rms_norm", {"M": 4, "N": 512}, torch.float16)
+    with pytest.raises(ValueError, match="this op takes none"):
+        mod.plan("rms_norm_fp16_4_512_4", rows, {"eps": 1e-6}, None, {"SPLIT_MIN_BLOCKS": 1})
+
+
+def test_adapter_configs_carry_the_host_keys():
+    """The adapter's attention configs carry SPLIT_MIN_BLOCKS (default 4, sweep space 4/2/1 per kernel); it is
+    left out of the kernel lookup (test_tile_cpp_prepared.py: and handed to prepare() as `host`)."""
+    from tilerosetta.backends import tile_cpp as adapter
+    b = adapter.TileCppBackend()
+    dims = {"B": 1, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}
+    assert b.builtin_config("attention", torch.bfloat16, dims)["SPLIT_MIN_BLOCKS"] == 4
+    space = b.config_space("attention", torch.bfloat16)
+    assert {c["SPLIT_MIN_BLOCKS"] for c in space} == {1, 2, 4}
+    kernels = {tuple((n, v) for n, v in sorted(k["config"].items()) if n != "D") for k in mod.kernels()
+               if k["op"] == "attention" and k["dtype"] == "bf16"}  # D is the call's, not a config key
+    assert len(space) == 3 * len(kernels)
+    b.set_config("attention", torch.bfloat16, {"TQ": 16, "TK": 128, "W": 0, "SPLIT_MIN_BLOCKS": 1})
+    try:
+        assert b.kernel_for("attention", torch.bfloat16, dims) == "attention_bf16_128_16_128_0"
+        assert b.host_config("attention", torch.bfloat16, dims) == {"SPLIT_MIN_BLOCKS": 1}
+        with pytest.raises(ValueError, match="SPLIT_MIN_BLOCKS=0 must be an int >= 1"):
+            b.check_config("attention", torch.bfloat16, {"TQ": 16, "SPLIT_MIN_BLOCKS": 0})
+    finally:
+        b.set_config("attention", torch.bfloat16, None)
+
+
 def test_attention_default_config_takes_16_row_tiles_for_decode():
     from tilerosetta.backends.tile_cpp import DEFAULTS
     dims = {"B": 1, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}

@@ -96,14 +96,14 @@ class RecordingModule:
     def __getattr__(self, name):
         return getattr(self._real, name)
 
-    def prepare(self, kernel, tensors, params, a16):
+    def prepare(self, kernel, tensors, params, a16, host):
         outer = self
 
         class Handle:
             def launch(self, pointers, stream):
                 outer.launches.append((kernel, pointers, stream))
 
-        self.prepared.append((kernel, tuple(t.shape for t in tensors), dict(params)))
+        self.prepared.append((kernel, tuple(t.shape for t in tensors), dict(params), dict(host)))
         return Handle()
 
 
@@ -148,3 +148,21 @@ def test_adapter_prepares_again_for_another_alignment_and_after_set_config(recor
     backend.set_config("vector_add", torch.float32, config)
     fn(*cuda_like(buf[:1024], torch.randn(1024), torch.empty(1024)))
     assert len(rec.prepared) == 3 and rec.prepared[2][0] == f"vector_add_fp32_{config['TILE']}"
+
+
+def test_adapter_hands_the_configs_host_keys_to_prepare(recorded):
+    """attention's SPLIT_MIN_BLOCKS (default 4) is no part of the kernel's name: the adapter leaves it out of
+    the kernel lookup and hands it to prepare() as `host`; set_config changes it (a new plan)."""
+    backend, rec = recorded
+    fn = backend._make_fn("attention")
+    q, k, v, out = cuda_like(torch.randn(1, 32, 1, 128, dtype=torch.bfloat16),
+                             *(torch.randn(1, 8, 4096, 128, dtype=torch.bfloat16) for _ in range(2)),
+                             torch.empty(1, 32, 1, 128, dtype=torch.bfloat16))
+    fn(q, k, v, out, causal=True, scale=None)
+    backend.set_config("attention", torch.bfloat16, {"SPLIT_MIN_BLOCKS": 1})
+    try:
+        fn(q, k, v, out, causal=True, scale=None)
+    finally:
+        backend.set_config("attention", torch.bfloat16, None)
+    assert [(p[0], p[3]) for p in rec.prepared] == [("attention_bf16_128_16_128_0", {"SPLIT_MIN_BLOCKS": 4}),
+                                                    ("attention_bf16_128_16_128_0", {"SPLIT_MIN_BLOCKS": 1})]

@@ -90,10 +90,10 @@ py::dict kernel_dict(const tr::KernelInfo& k) {
 // True = the aligned twin or a ValueError. The probe (tools/probe_tile_cpp.py) uses it to time and check
 // each twin on its own.
 tr::Plan checked_plan(const tr::KernelInfo& k, const py::sequence& tensors, const py::dict& params,
-                      const py::object& a16 = py::none()) {
+                      const py::object& a16 = py::none(), const py::dict& host = py::dict()) {
   tr::Plan plan;
   try {
-    plan = tr::make_plan(k, tensors, params);
+    plan = tr::make_plan(k, tensors, params, host);
   } catch (const tr::ArgError& e) {
     if (e.type_error) throw py::type_error(e.what());
     throw py::value_error(e.what());
@@ -152,9 +152,9 @@ void launch_plan(const tr::KernelInfo& k, const tr::Plan& plan, tr::CUfunction& 
 }
 
 void launch(const std::string& kernel, const py::sequence& tensors, const py::dict& params,
-            std::uintptr_t stream, const py::object& a16) {
+            std::uintptr_t stream, const py::object& a16, const py::dict& host) {
   const tr::KernelInfo& k = find_kernel(kernel);
-  tr::Plan plan = checked_plan(k, tensors, params, a16);  // refuse before touching the driver
+  tr::Plan plan = checked_plan(k, tensors, params, a16, host);  // refuse before touching the driver
   tr::CUfunction f = nullptr;
   launch_plan(k, plan, f, plan.pointers.data(), stream);
 }
@@ -230,8 +230,8 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
         py::arg("device") = 0);
 
   m.def("plan", [](const std::string& kernel, const py::sequence& tensors, const py::dict& params,
-                   const py::object& a16) {
-    tr::Plan p = checked_plan(find_kernel(kernel), tensors, params, a16);
+                   const py::object& a16, const py::dict& host) {
+    tr::Plan p = checked_plan(find_kernel(kernel), tensors, params, a16, host);
     py::dict d;
     d["grid"] = py::make_tuple(p.grid[0], p.grid[1], p.grid[2]);
     d["device"] = p.device;
@@ -246,8 +246,10 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
     d["combine_grid"] = py::make_tuple(p.combine_grid[0], p.combine_grid[1], p.combine_grid[2]);
     return d;
   }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(), py::arg("a16") = py::none(),
+     py::arg("host") = py::dict(),
      "Check a call and return its launch plan without launching (no GPU needed). a16: None picks the "
-     "aligned twin when the call allows it, False forces the generic body, True requires the twin.");
+     "aligned twin when the call allows it, False forces the generic body, True requires the twin. host: as "
+     "prepare().");
 
   py::class_<Prepared>(m, "Prepared",
                        "A checked call of one signature; launch(pointers, stream) runs it on other tensors of "
@@ -263,15 +265,17 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
       });
 
   m.def("prepare", [](const std::string& kernel, const py::sequence& tensors, const py::dict& params,
-                      const py::object& a16) {
+                      const py::object& a16, const py::dict& host) {
     const tr::KernelInfo& k = find_kernel(kernel);
-    return Prepared{&k, checked_plan(k, tensors, params, a16)};
+    return Prepared{&k, checked_plan(k, tensors, params, a16, host)};
   }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(), py::arg("a16") = py::none(),
+     py::arg("host") = py::dict(),
      "Check a call as launch() does (no GPU needed) and keep its plan: a Prepared to launch later calls of the "
-     "same signature with their own data pointers.");
+     "same signature with their own data pointers. host: config keys that size the launch without a kernel of "
+     "their own (attention: SPLIT_MIN_BLOCKS, default 4).");
 
   m.def("launch", &launch, py::arg("kernel"), py::arg("tensors"), py::arg("params"), py::arg("stream"),
-        py::arg("a16") = py::none(),
+        py::arg("a16") = py::none(), py::arg("host") = py::dict(),
         "Check and launch `kernel` on the CUDA stream handle `stream` (an int, e.g. "
         "torch.cuda.current_stream().cuda_stream). Asynchronous: no host synchronisation.");
 

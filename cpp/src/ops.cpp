@@ -334,8 +334,25 @@ void check_pointers(const KernelInfo& k, const Plan& plan, const std::vector<std
   check_no_overlap(op, k.dtype, args);
 }
 
-Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict& params) {
+// The value of host-side config key `key` (make_plan's `host`): an int >= 1, or `fallback` where absent. Keys
+// an op does not take are refused by name.
+static std::int64_t host_key(const std::string& op, const py::dict& host, const char* key, std::int64_t fallback) {
+  for (auto item : host) {
+    std::string name = py::str(item.first);
+    if (op != "attention" || name != "SPLIT_MIN_BLOCKS")
+      throw ArgError{op, "config", "unknown host-side config key '" + name + "'" +
+                                       (op == "attention" ? ": expected SPLIT_MIN_BLOCKS" : ": this op takes none")};
+  }
+  if (!host.contains(key)) return fallback;
+  py::object v = host[key];
+  if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v) || v.cast<std::int64_t>() < 1)
+    throw ArgError{op, "config", std::string(key) + " must be an int >= 1, got " + std::string(py::repr(v))};
+  return v.cast<std::int64_t>();
+}
+
+Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict& params, const py::dict& host) {
   const std::string& op = k.op;
+  const std::int64_t split_min_blocks = host_key(op, host, "SPLIT_MIN_BLOCKS", 4);
   const Sig& sig = signatures().at(op);
   if (py::len(tensors) != sig.tensors.size()) {
     std::string names;
@@ -461,7 +478,7 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
     const std::int64_t nq = blocks(r, static_cast<int>(tq));
     if (nr * nq > kMaxInt)
       throw ArgError{op, "q", std::to_string(nr * nq) + " query tiles exceed grid x's limit of 2^31-1"};
-    auto [n_split, chunk] = split_plan(nr * nq, dm["Sk"], tk, device_sm_count(plan.device, kH200Sms));
+    auto [n_split, chunk] = split_plan(nr * nq, dm["Sk"], tk, device_sm_count(plan.device, kH200Sms), split_min_blocks);
     // Key tiles per split: one split's chunk is all Sk keys, which need not be a multiple of TK.
     for (auto v : {nr, r, dm["S"], dm["Sk"], packed ? std::int64_t{1} : g, n_split, (chunk + tk - 1) / tk})
       plan.ints.push_back(static_cast<std::int32_t>(v));

@@ -74,8 +74,11 @@ std::pair<std::int64_t, std::int64_t> split_plan(std::int64_t tiles, std::int64_
 std::vector<std::string> op_arguments(const std::string& op);
 
 // Checks tensors (duck typed: data_ptr(), shape, stride(), dtype, device) and params against the op's
-// signature and the kernel's dtype/config, and computes the launch plan. Throws ArgError.
-Plan make_plan(const KernelInfo& k, const pybind11::sequence& tensors, const pybind11::dict& params);
+// signature and the kernel's dtype/config, and computes the launch plan. `host`: the config keys that size
+// the launch but compile nothing (attention's SPLIT_MIN_BLOCKS, split_plan's min_blocks); any other key is
+// refused. Throws ArgError.
+Plan make_plan(const KernelInfo& k, const pybind11::sequence& tensors, const pybind11::dict& params,
+               const pybind11::dict& host = pybind11::dict());
 
 // New data pointers for a kept plan (Prepared in module.cpp): the checks of make_plan that depend on the
 // pointers alone. Each non-null and element-aligned (16-byte aligned when the plan launches an `_a16`

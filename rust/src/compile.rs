@@ -94,14 +94,16 @@ pub fn assemble_cubin(bytecode: &[u8], arch: &str, tag: &str) -> Result<Vec<u8>,
         .env_remove("CUDA_HOME") // an older toolkit's ptxas breaks tileiras 13.4
         .output()
         .map_err(|e| format!("running {}: {e}", tileiras.display()))?;
-    let _ = std::fs::remove_file(&input);
     if !run.status.success() {
+        // The bytecode stays for a rerun by hand (tileiras --remarks=all names little more than its exit).
         return Err(format!(
-            "{tag}: tileiras --gpu-name={arch} failed ({}): {}",
+            "{tag}: tileiras --gpu-name={arch} failed ({}): {} (input kept: {})",
             run.status,
-            String::from_utf8_lossy(&run.stderr)
+            String::from_utf8_lossy(&run.stderr),
+            input.display()
         ));
     }
+    let _ = std::fs::remove_file(&input);
     let cubin = std::fs::read(&output).map_err(|e| e.to_string())?;
     let _ = std::fs::remove_file(&output);
     Ok(cubin)

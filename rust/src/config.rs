@@ -41,7 +41,7 @@ pub fn param_names(op: &str) -> &'static [&'static str] {
         "silu_and_mul" => &["BR", "BH", "OCC", "W"],
         "rope" => &["BS", "OCC", "W"],
         "matmul" | "bmm" => &["BM", "BN", "BK", "OCC", "W"],
-        "attention" => &["BM", "BN", "OCC", "W"],
+        "attention" => &["BM", "BN", "SPLIT_MIN_BLOCKS", "OCC", "W"],
         _ => &[],
     }
 }
@@ -141,8 +141,9 @@ pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
                 vec![("BM", 128), ("BN", 128), ("BK", 32)]
             }
         }
-        // BM64 BN128 OCC2: 128 registers, 2 CTAs/SM, 64x128x16 wgmma for both QK^T and PV.
-        "attention" => vec![("BM", 64), ("BN", 128), ("OCC", 2)],
+        // BM64 BN128 OCC2: 128 registers, 2 CTAs/SM, 64x128x16 wgmma for both QK^T and PV. SPLIT_MIN_BLOCKS:
+        // split-KV's least key tiles per chunk (ops::attention::split_plan; host-side, compiles nothing).
+        "attention" => vec![("BM", 64), ("BN", 128), ("SPLIT_MIN_BLOCKS", crate::ops::attention::MIN_SPLIT_BLOCKS), ("OCC", 2)],
         _ => vec![],
     };
     // In param_names order, hints not set above = 0 (none).
@@ -236,9 +237,17 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
             }
         }
         "attention" => {
+            let sp = ("SPLIT_MIN_BLOCKS", crate::ops::attention::MIN_SPLIT_BLOCKS);
             for (m, n) in [(64, 32), (64, 64), (64, 128), (128, 32), (128, 64), (128, 128)] {
                 for occ in [0, 1, 2] {
-                    out.push(vec![("BM", m), ("BN", n), ("OCC", occ), ("W", 0)]);
+                    out.push(vec![("BM", m), ("BN", n), sp, ("OCC", occ), ("W", 0)]);
+                }
+            }
+            // Decode (`sweep --where BM=16`): the packed 16-row tile (a G=4 group), the key tile and how
+            // finely split-KV cuts the keys when the row tiles are fewer than the SMs.
+            for n in [64, 128] {
+                for s in [1, 2, 4] {
+                    out.push(vec![("BM", 16), ("BN", n), ("SPLIT_MIN_BLOCKS", s), ("OCC", 0), ("W", 0)]);
                 }
             }
         }

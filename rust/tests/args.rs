@@ -534,6 +534,17 @@ fn attention_decode_schedule() {
     assert_eq!(sched(&[1, 32, 1, 128, 8, 4096]), (true, 8, 4, 16, 128, 1, 8, 512));
     assert_eq!(sched(&[16, 32, 1, 128, 8, 4096]), (true, 128, 4, 16, 128, 1, 3, 1408));
     assert_eq!(sched(&[64, 32, 1, 128, 8, 4096]), (true, 512, 4, 16, 128, 1, 1, 4096));
+    // The config's chunk floor, SPLIT_MIN_BLOCKS (default 4): at 1, chunks of one key tile up to ~2 blocks
+    // per SM (32 splits at B1; 4099 keys: 33, the last of 3 keys); B64 still fills the SMs unsplit.
+    assert_eq!(config::get(&cfg, "SPLIT_MIN_BLOCKS"), 4);
+    let fine: config::Config = cfg.iter().map(|&(k, v)| (k, if k == "SPLIT_MIN_BLOCKS" { 1 } else { v })).collect();
+    let split_of = |dims: &[i32]| {
+        let s = schedule(dims, &fine, H200_SM_COUNT);
+        (s.n_split, s.chunk)
+    };
+    assert_eq!(split_of(&[1, 32, 1, 128, 8, 4096]), (32, 128));
+    assert_eq!(split_of(&[1, 32, 1, 128, 8, 4099]), (33, 128));
+    assert_eq!(split_of(&[64, 32, 1, 128, 8, 4096]), (1, 4096));
     // Not packed: G = 1 (one 16-row tile per head, still split), or G * S = 4 * 40 = 160 > BM 64.
     assert_eq!(sched(&[1, 32, 1, 128, 32, 4096]), (false, 32, 1, 16, 128, 1, 8, 512));
     assert_eq!(sched(&[1, 32, 40, 128, 8, 4096]), (false, 32, 40, 64, 128, 1, 8, 512));
@@ -568,9 +579,13 @@ fn attention_decode_schedule() {
     assert_eq!(view(0, 3), ("q", false, 0, vec![8, 4, 128], vec![512, 128, 1]));
     assert_eq!(view(0, 4), ("k", false, 0, vec![8, 4096, 128], vec![524288, 128, 1]));
     assert_eq!(view(1, 0), ("out", false, 0, vec![8, 4, 128], vec![512, 128, 1]));
-    assert_eq!(view(1, 3), view(0, 2));
+    // The combine sees the same memory as (NQ, n_split, Mp[ * D]): a row's 8 splits along one axis.
+    assert_eq!(view(1, 1), ("m_ws", true, 0, vec![8, 8, 16], vec![128, 16, 1]));
+    assert_eq!(view(1, 2), ("l_ws", true, 1024, vec![8, 8, 16], vec![128, 16, 1]));
+    assert_eq!(view(1, 3), ("acc_ws", true, 2048, vec![8, 8, 2048], vec![16384, 2048, 1]));
     assert_eq!(s.workspace_floats(), 64 * 16 * 130);
-    assert_eq!(specs[1].generics, ["bf16", "16", "128"]);
+    assert_eq!(specs[1].generics, ["bf16", "128"]);
+    assert_eq!(specs[1].options.occupancy, Some(4));
     // The workspaces are fp32 whatever the request's dtype: 4-byte elements in the compile-only spec bits.
     assert_eq!(specs[0].args[0].elem_size(DType::BF16), 4);
     assert_eq!(specs[0].args[3].elem_size(DType::BF16), 2);

@@ -20,6 +20,7 @@ picks that per call too (row_entry below mirrors it for `tilerosetta inspect`).
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Callable
 
@@ -142,6 +143,10 @@ DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     "attention": _attention_default,
 }
 CALL_FIXED = {"attention": ("D",)}  # template arguments fixed by the call's shapes, not tunable
+# Config keys the module takes per call, not per kernel (prepare's `host`): they size the launch and compile
+# nothing. attention's SPLIT_MIN_BLOCKS is split-KV's least key tiles per chunk (kernels/attention_split.py
+# split_plan): the values a sweep tries, the first the default.
+HOST_KEYS = {"attention": {"SPLIT_MIN_BLOCKS": (4, 2, 1)}}
 
 
 class TileCppBackend(Backend):
@@ -207,9 +212,11 @@ class TileCppBackend(Backend):
                 # later call of it only hands its data pointers and stream to the module (issue 14 item 7).
                 memo, key, prepared = self.signature_memo("cpp-launch", op, tensors, params, aligned=True)
                 if prepared is _NO_PLAN:
-                    kernel = self.kernel_for(op, tensors[0].dtype, spec.dims_of(tensors))
+                    dims = spec.dims_of(tensors)
+                    kernel = self.kernel_for(op, tensors[0].dtype, dims)
+                    host = self.host_config(op, tensors[0].dtype, dims)
                     # Positional arguments: pybind11's keyword matching costs more than the rest of the binding.
-                    prepared = _mod.prepare(kernel, tensors, params, _A16)
+                    prepared = _mod.prepare(kernel, tensors, params, _A16, host)
                     if memo is not None:
                         self.keep(key, prepared)
                 prepared.launch(tuple([t.data_ptr() for t in tensors]), current_stream_handle(tensors[0]))
@@ -232,23 +239,40 @@ class TileCppBackend(Backend):
         space = []
         for k in self._candidates(op, dtype):
             cfg = {key: v for key, v in k["config"].items() if key not in fixed}
-            if cfg not in space:
-                space.append(cfg)
+            for host in self._host_variants(op):
+                if {**cfg, **host} not in space:
+                    space.append({**cfg, **host})
         return space
+
+    @staticmethod
+    def _host_variants(op: str) -> list[dict]:
+        keys = HOST_KEYS.get(op, {})
+        return [dict(zip(keys, vals)) for vals in itertools.product(*keys.values())]
+
+    def host_config(self, op: str, dtype: torch.dtype, dims: dict) -> dict:
+        """The host-side keys (HOST_KEYS) of the config a call with these dims uses."""
+        return {k: v for k, v in self.config_for(op, dtype, dims).items() if k in HOST_KEYS.get(op, {})}
 
     def builtin_config(self, op, dtype, dims):
         default = DEFAULTS.get(op) or {"rows": _row_default}.get(get_spec(op).family)
         if default is None:
             raise KeyError(f"tile_cpp.{op}: no default config (add it to DEFAULTS in backends/tile_cpp.py)")
-        return dict(default(dtype, dims))
+        return {**default(dtype, dims), **self._host_variants(op)[0]}
 
     def config_refusal(self, op, dtype, dims, config):
         return row_loop_refusal(op, config, dims)
 
     def check_config(self, op, dtype, config):
-        """A config is runnable when some instantiated kernel has these values (the module holds no other)."""
-        space = self.config_space(op, dtype)
-        if not any(c.items() >= dict(config).items() for c in space):
+        """A config is runnable when some instantiated kernel has these values (the module holds no other) and its
+        host-side keys (HOST_KEYS) are ints >= 1."""
+        host = HOST_KEYS.get(op, {})
+        for k in set(config) & set(host):
+            v = config[k]
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"tile_cpp.{op}: config {k}={v!r} must be an int >= 1")
+        config = {k: v for k, v in dict(config).items() if k not in host}
+        space = [{k: v for k, v in c.items() if k not in host} for c in self.config_space(op, dtype)]
+        if not any(c.items() >= config.items() for c in space):
             raise ValueError(f"tile_cpp.{op}: config {config} is not instantiated for {dtype_name(dtype)}; "
                              f"choose one of {space} (or add it to cpp/include/tr_kernels.h)")
 
@@ -259,7 +283,7 @@ class TileCppBackend(Backend):
         return self._memo_value("kernel", op, dtype, dims, lambda: self._search_kernel(op, dtype, dims))
 
     def _search_kernel(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> str:
-        cfg = self.config_for(op, dtype, dims)
+        cfg = {k: v for k, v in self.config_for(op, dtype, dims).items() if k not in HOST_KEYS.get(op, {})}
         for key in CALL_FIXED.get(op, ()):
             cfg[key] = dims[key]
         found = self.__dict__.setdefault("_kernel_names", {})

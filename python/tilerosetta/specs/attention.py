@@ -41,6 +41,11 @@ def _case(b, h, s, d, hkv=None, sk=None, **params):
     return Case(dims, params)
 
 
+# Queries per head up to which a call is decode for the tuned table (size_class_suffix): the backends' decode
+# tiles are 16 rows, and no bench or model prefill has so few queries.
+DECODE_MAX_S = 16
+
+
 class Attention(OpSpec):
     name = "attention"
     order = 100
@@ -135,6 +140,15 @@ class Attention(OpSpec):
 
             return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(s, sk), scale=scale)
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal and s == sk, scale=scale, enable_gqa=gqa)
+
+    def size_class_suffix(self, dims):
+        # Decode (S <= DECODE_MAX_S queries against a long cache) shares the largest dim with prefill (Sk or S
+        # 4096) but not its best tiles or split-KV chunks: classes of its own, by query count and batch (B1
+        # splits the keys over the SMs, B64's row tiles fill them unsplit). Prefill keeps the plain class.
+        s = int(dims.get("S", 1 << 20))
+        if s > DECODE_MAX_S:
+            return ""
+        return f"_S{1 << (s - 1).bit_length()}_B{1 << (int(dims.get('B', 1)) - 1).bit_length()}"
 
     def case_bound(self, case):
         # Decode (S = 1, or a few queries per k/v row with GQA) does ~G*S flops per byte of the KV cache it

@@ -23,7 +23,7 @@
 //!   at small batch: B=1, Hkv=8 is 8 tiles for 132 SMs), the keys are cut into n_split chunks of `chunk`
 //!   keys (a multiple of BN). Block (row set, split, row block) of `attention_split` walks only its chunk
 //!   and writes its row max m (log2 units), row sum l and fp32 accumulator to fp32 workspaces;
-//!   `attention_combine` then merges the splits of each row block:
+//!   `attention_combine` then merges each output row's splits (one block per row, 16 splits per load):
 //!   M = max_s m_s, out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
 //!   A split in which a row sees no key (causal) leaves m = -inf, l = 0, acc = 0: weight 0. Its masked
 //!   tiles guard the max (the exp2 offsets use 0 where m is still -inf, so -inf - -inf never makes NaN).
@@ -33,9 +33,10 @@
 //!   without a GPU.
 //! * Kernels: `attention` / `attention_folded` (per-head rows, no split: the prefill path, unchanged by
 //!   the decode schedule), `attention_rows` (packed rows, no split), `attention_split` + `attention_combine`.
-//!   Every grid is the output partition's tile counts (grid x = row sets [x splits], y = row blocks). Only
-//!   the per-head path can have more than 65535 row blocks on y (it then folds into grid x, issue 16): a
-//!   packed row set is one row block, and a split schedule has fewer row tiles than SMs.
+//!   Every grid is the output partition's tile counts (grid x = row sets [x splits], y = row blocks; the
+//!   combine's y = rows). Only the per-head path can have more than 65535 row blocks on y (it then folds
+//!   into grid x, issue 16): a packed row set is one row block, and a split schedule has fewer row tiles
+//!   than SMs (so at most 131 * BM rows).
 
 use crate::args::{check_no_alias, check_tensor, expect_dim, ArgError, DType, Request};
 use crate::config::{self, Config};
@@ -431,43 +432,71 @@ pub mod kernel {
         acc_ws.store(acc.reshape(shape![1, BM, D]));
     }
 
-    /// Split-KV, second launch: merges the n_split partials of row block qi of row set nq (grid (NQ,
-    /// ceil(M / BM)) from out's (1, BM, D) partition of its (NQ, M, D) view):
-    /// M = max_s m_s, out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
-    /// Split 0 holds key 0, which every row sees, so M is finite and the split that reaches it has
-    /// l >= 1 at weight 1 (the denominator is >= 1); a split a row cannot see has m = -inf, weight 0 and
-    /// l = acc = 0 (no NaN). Padding rows past M are not written.
+    /// Split-KV, second launch: one block per output row (grid (NQ, M) from out's (1, 1, D) partition of
+    /// its (NQ, M, D) view), which loads its row's partials NS = 16 splits at a time as one (NS, 1) / (NS, D)
+    /// tile of the (NQ, n_split, Mp[ * D]) workspace views and merges them with a running max:
+    /// M = max_s m_s, out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s. Why this form: a block per
+    /// row block walking the splits one load after another took 11.1 us at decode B1 on the H200 (8
+    /// blocks x 8 splits; Triton's one program per row 2.0 us, bench/GAPS.md). Splits past n_split read as
+    /// m = -inf (masked: weight 0) and l = acc = 0 (padding); split 0 holds key 0, which every row sees, so M is
+    /// finite from the first chunk on (alpha = 2^(-inf - M) = 0 there) and the denominator is >= 1; a
+    /// split a row cannot see has m = -inf, weight 0 and l = acc = 0 (no NaN).
     #[cutile::entry()]
-    pub fn attention_combine<T: ElementType, const BM: i32, const D: i32>(
-        out: &mut Tensor<T, { [1, BM, D] }>,
-        m_ws: &Tensor<f32, { [-1, -1] }>,
-        l_ws: &Tensor<f32, { [-1, -1] }>,
+    pub fn attention_combine<T: ElementType, const D: i32>(
+        out: &mut Tensor<T, { [1, 1, D] }>,
+        m_ws: &Tensor<f32, { [-1, -1, -1] }>,
+        l_ws: &Tensor<f32, { [-1, -1, -1] }>,
         acc_ws: &Tensor<f32, { [-1, -1, -1] }>,
         n_split: i32,
     ) {
         let pid: (i32, i32, i32) = get_tile_block_id();
-        let w0: i32 = pid.0 * n_split;
-        let qi: i32 = pid.1;
-        let mut m_max: Tile<f32, { [1, BM] }> = m_ws.load_tile(shape![1, BM], [w0, qi]);
-        for s in 1i32..n_split {
-            let m_s: Tile<f32, { [1, BM] }> = m_ws.load_tile(shape![1, BM], [w0 + s, qi]);
-            m_max = max_tile(m_max, m_s);
+        let (n, r): (i32, i32) = (pid.0, pid.1);
+        // SAFETY: views of the workspaces as the split launch left them (stream-ordered before this one);
+        // only read here.
+        let part_m: Partition<f32, { [1, 16, 1] }> =
+            unsafe { make_partition_view(m_ws, shape![1, 16, 1], padding::Zero, dim_map::Identity, m_ws.token()) };
+        let part_l: Partition<f32, { [1, 16, 1] }> =
+            unsafe { make_partition_view(l_ws, shape![1, 16, 1], padding::Zero, dim_map::Identity, l_ws.token()) };
+        let part_a: Partition<f32, { [1, 16, D] }> =
+            unsafe { make_partition_view(acc_ws, shape![1, 16, D], padding::Zero, dim_map::Identity, acc_ws.token()) };
+        let mut big_m: Tile<f32, { [1, 1] }> = constant(f32::NEG_INFINITY, shape![1, 1]);
+        let mut l: Tile<f32, { [1, 1] }> = constant(0.0f32, shape![1, 1]);
+        let mut acc: Tile<f32, { [1, D] }> = constant(0.0f32, shape![1, D]);
+        let lane: Tile<i32, { [16] }> = iota(shape![16]);
+        let lane: Tile<i32, { [16, 1] }> = lane.reshape(shape![16, 1]);
+        let none: Tile<f32, { [16, 1] }> = constant(f32::NEG_INFINITY, shape![16, 1]);
+        for c in 0i32..(n_split + 15i32) / 16i32 {
+            // SAFETY: n < NQ and r < M <= Mp index inside the views (the grid is out's); the split axis may
+            // pass n_split on the last chunk and is padded there. No axis is declared in bounds: with
+            // [true, false, true] tileiras 13.4 fails (exit 5, "failed to compile Tile IR program", sm_90,
+            // any -O); all false compiles.
+            let (m_c, _m_done): (Tile<f32, { [1, 16, 1] }>, Token) = unsafe {
+                load_view_raw(&part_m, [n, c, r], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [false, false, false], shape![1, 16, 1])
+            };
+            let (l_c, _l_done): (Tile<f32, { [1, 16, 1] }>, Token) = unsafe {
+                load_view_raw(&part_l, [n, c, r], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [false, false, false], shape![1, 16, 1])
+            };
+            let (a_c, _a_done): (Tile<f32, { [1, 16, D] }>, Token) = unsafe {
+                load_view_raw(&part_a, [n, c, r], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [false, false, false], shape![1, 16, D])
+            };
+            // Splits past n_split (zero padding): m = -inf, so their weight is 0.
+            let real: Tile<bool, { [16, 1] }> = lt_tile(lane + broadcast_scalar(c * 16i32, shape![16, 1]), broadcast_scalar(n_split, shape![16, 1]));
+            let m_c: Tile<f32, { [16, 1] }> = select(real, m_c.reshape(shape![16, 1]), none);
+            let c_max: Tile<f32, { [1] }> = reduce_max(m_c, 0);
+            let m_new: Tile<f32, { [1, 1] }> = max_tile(big_m, c_max.reshape(shape![1, 1]));
+            let w: Tile<f32, { [16, 1] }> = exp2(m_c - m_new.broadcast(shape![16, 1]), ftz::Enabled);
+            let alpha: Tile<f32, { [1, 1] }> = exp2(big_m - m_new, ftz::Enabled);
+            let l_c: Tile<f32, { [16, 1] }> = l_c.reshape(shape![16, 1]);
+            let l_s: Tile<f32, { [1] }> = reduce_sum(l_c * w, 0);
+            l = l * alpha + l_s.reshape(shape![1, 1]);
+            let a_c: Tile<f32, { [16, D] }> = a_c.reshape(shape![16, D]);
+            let a_s: Tile<f32, { [D] }> = reduce_sum(a_c * w.broadcast(shape![16, D]), 0);
+            acc = acc * alpha.broadcast(shape![1, D]) + a_s.reshape(shape![1, D]);
+            big_m = m_new;
         }
-        let mut l_sum: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
-        let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
-        for s in 0i32..n_split {
-            let m_s: Tile<f32, { [1, BM] }> = m_ws.load_tile(shape![1, BM], [w0 + s, qi]);
-            let l_s: Tile<f32, { [1, BM] }> = l_ws.load_tile(shape![1, BM], [w0 + s, qi]);
-            // 2^(m_s - M): 1 for the split holding the max, 0 for m_s = -inf (M is finite).
-            let w: Tile<f32, { [1, BM] }> = exp2(m_s - m_max, ftz::Enabled);
-            let w: Tile<f32, { [BM, 1] }> = w.reshape(shape![BM, 1]);
-            l_sum = l_sum + w * l_s.reshape(shape![BM, 1]);
-            let a_s: Tile<f32, { [1, BM, D] }> = acc_ws.load_tile(shape![1, BM, D], [w0 + s, qi, 0i32]);
-            acc = acc + w.broadcast(shape![BM, D]) * a_s.reshape(shape![BM, D]);
-        }
-        let y: Tile<f32, { [BM, D] }> = true_div(acc, l_sum.broadcast(shape![BM, D]));
-        let yt: Tile<T, { [BM, D] }> = convert_tile(y);
-        out.store(yt.reshape(shape![1, BM, D]));
+        let y: Tile<f32, { [1, D] }> = true_div(acc, l.broadcast(shape![1, D]));
+        let yt: Tile<T, { [1, D] }> = convert_tile(y);
+        out.store(yt.reshape(shape![1, 1, D]));
     }
 }
 
@@ -520,8 +549,8 @@ pub fn plan(req: &Request) -> Result<Plan, ArgError> {
 /// attention_split.py does without a GPU (backends/base.py H200_SM_COUNT). A launch asks its device
 /// (`runtime::sm_count`, cached per device), so on the H200 both agree.
 pub const H200_SM_COUNT: i64 = 132;
-/// Key tiles per split at least (attention_split.py MIN_SPLIT_BLOCKS): fewer, and the combine's traffic
-/// stops paying off.
+/// Key tiles per split at least (attention_split.py MIN_SPLIT_BLOCKS) where the config does not say
+/// (its SPLIT_MIN_BLOCKS key; swept at decode, tuned_configs.json).
 pub const MIN_SPLIT_BLOCKS: i64 = 4;
 
 fn cdiv(a: i64, b: i64) -> i64 {
@@ -610,7 +639,9 @@ pub fn schedule(dims: &[i32], cfg: &Config, sms: i64) -> Schedule {
     let bm = 16.max(cfg_bm.min(config::next_pow2(m as i64)));
     let bn = 16.max(cfg_bn.min(config::next_pow2(sk as i64)));
     let row_blocks = ops::tiles(m, bm as i32);
-    let (n_split, chunk) = split_plan(nq as i64 * row_blocks, sk as i64, bn, sms, MIN_SPLIT_BLOCKS);
+    // The config's chunk floor (a config from before the key, or 0, takes the default).
+    let min_blocks = cfg.iter().find(|(k, _)| *k == "SPLIT_MIN_BLOCKS").map(|&(_, v)| v).filter(|&v| v >= 1);
+    let (n_split, chunk) = split_plan(nq as i64 * row_blocks, sk as i64, bn, sms, min_blocks.unwrap_or(MIN_SPLIT_BLOCKS));
     let clamped = bm != cfg_bm || bn != cfg_bn;
     let cfg = cfg
         .iter()
@@ -687,14 +718,23 @@ pub fn specs_on(dtype: DType, sc: &Schedule, causal: bool, scale_pos: bool) -> V
         let m_ws = ArgView::workspace("m_ws", 0, &[r, mp]);
         let l_ws = ArgView::workspace("l_ws", plane, &[r, mp]);
         let acc_ws = ArgView::workspace("acc_ws", 2 * plane, &[r, mp, d]);
+        // The combine reads the same memory as (NQ, n_split, Mp) and (NQ, n_split, Mp * D): a row's splits
+        // along one axis.
+        let (nq, ns) = (sc.nq, sc.n_split);
         let combine = KernelSpec {
             ast: kernel::__module_ast_self,
             module: "kernel",
             function: "attention_combine",
-            generics: vec![dtype.cutile_name().into(), sc.bm.to_string(), d.to_string()],
-            args: vec![rows("out", 3), m_ws.clone(), l_ws.clone(), acc_ws.clone()],
-            // A short streaming kernel: the attention tile's hints are not its own.
-            options: CompileOptions::default(),
+            generics: vec![dtype.cutile_name().into(), d.to_string()],
+            args: vec![
+                rows("out", 3),
+                ArgView::workspace("m_ws", 0, &[nq, ns, mp]),
+                ArgView::workspace("l_ws", plane, &[nq, ns, mp]),
+                ArgView::workspace("acc_ws", 2 * plane, &[nq, ns, mp * d]),
+            ],
+            // Its own hint, not the attention tile's: without it tileiras gives the (16, D) fp32 tile 255
+            // registers; occupancy 4 keeps it at 64 without spills (sm_90).
+            options: CompileOptions::default().occupancy(4),
         };
         let split_args = vec![m_ws, l_ws, acc_ws, rows("q", 0), kv_view("k", 1), kv_view("v", 2)];
         return vec![spec("attention_split", generics, split_args), combine];
@@ -781,9 +821,13 @@ fn launch_split<T: cutile::DType>(req: &Request, rt: &Rt, sc: &Schedule, specs: 
         .generics(split.generics)
         .compile_options(split.options);
         unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))?;
-        // SAFETY: as `launch`: out's validated (NQ, M, D) view.
-        let mut out = unsafe { combine.args[0].borrow::<T>(rt, req) };
-        let op = kernel::attention_combine((&mut out).partition([1, bm, d]), &m_ws, &l_ws, &acc_ws, sc.n_split)
+        // SAFETY: as `launch`: out's validated (NQ, M, D) view; the combine's workspace views are the same
+        // scratch memory as the split's (specs_on), read after it on this stream.
+        let c = &combine.args;
+        let mut out = unsafe { c[0].borrow::<T>(rt, req) };
+        let (m_v, l_v, acc_v) =
+            unsafe { (c[1].borrow_at::<f32>(rt, base), c[2].borrow_at::<f32>(rt, base), c[3].borrow_at::<f32>(rt, base)) };
+        let op = kernel::attention_combine((&mut out).partition([1, 1, d]), &m_v, &l_v, &acc_v, sc.n_split)
             .generics(combine.generics)
             .compile_options(combine.options);
         unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"))
