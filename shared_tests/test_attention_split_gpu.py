@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from conftest import skip_or_fail_unavailable
+from graph_replay import decode_qkv, eager_and_graphed
 from tilerosetta import backends as registry
 from tilerosetta import harness
 from tilerosetta.kernels.attention_split import cdiv, packed_rows, split_plan
@@ -73,23 +74,9 @@ def test_split_form_replays_in_a_cuda_graph(backend):
     dims = SPLIT_CALLS[1][0]
     backend.set_config("attention", torch.bfloat16, {"SPLIT_MIN_BLOCKS": 1})
     assert n_split(backend, dims) == 33
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    q = torch.randn(1, 32, 1, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
-    k, v = (torch.randn(1, 8, 4099, 128, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
+    q, k, v = decode_qkv(4099)
     attn = backend.implementations()["attention"]
-    eager, graphed = torch.empty_like(q), torch.empty_like(q)
-    attn(q, k, v, eager, causal=False, scale=None)  # compiles and plans outside the capture
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        attn(q, k, v, graphed, causal=False, scale=None)  # warm-up on the capture stream
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    graphed.zero_()
-    with torch.cuda.graph(graph):
-        attn(q, k, v, graphed, causal=False, scale=None)
-    graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(graphed, eager, rtol=0, atol=0)
+    eager, graphed = eager_and_graphed(lambda out: attn(q, k, v, out, causal=False, scale=None), q)
+    assert torch.equal(graphed, eager), "the graph replay of the split call differs from the eager call"
     ref = get_spec("attention").reference({"causal": False, "scale": None}, q, k, v)["out"]
     torch.testing.assert_close(eager.float(), ref.float(), rtol=2e-2, atol=2e-2)

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from conftest import skip_or_fail_unavailable
+from graph_replay import decode_qkv, eager_and_graphed
 from tilerosetta import harness
 from tilerosetta.backends import cute_dsl as adapter
 from tilerosetta.kernels.cute_dsl import attention_plan
@@ -57,21 +58,7 @@ def test_attention_split_form_matches_the_reference(backend, dims, causal, force
 def test_attention_split_form_replays_in_a_cuda_graph(backend):
     dims = SPLIT_CALLS[0][0]
     assert _split(backend, dims) is not None
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    q = torch.randn(1, 32, 1, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
-    k, v = (torch.randn(1, 8, 4096, 128, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
+    q, k, v = decode_qkv(4096)
     attn = backend.implementations()["attention"]
-    eager, graphed = torch.empty_like(q), torch.empty_like(q)
-    attn(q, k, v, eager, causal=True, scale=None)  # compiles outside the capture
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        attn(q, k, v, graphed, causal=True, scale=None)  # warm-up on the capture stream
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    graphed.fill_(float("nan"))
-    with torch.cuda.graph(graph):
-        attn(q, k, v, graphed, causal=True, scale=None)
-    graph.replay()
-    torch.cuda.synchronize()
+    eager, graphed = eager_and_graphed(lambda out: attn(q, k, v, out, causal=True, scale=None), q)
     assert torch.equal(graphed, eager), "the graph replay of the split call differs from the eager call"
