@@ -322,6 +322,33 @@ fn resource_table() {
     }
 }
 
+/// The decode attention kernels' resources at the bench's Llama-3.1-8B shapes (H 32, Hkv 8, S 1, Sk 4096,
+/// D 128; B 1 splits, B 64 does not), with the configuration a call resolves (`--ignored --nocapture`).
+#[test]
+#[ignore]
+fn decode_attention_resources() {
+    need_cuobjdump();
+    with_stack(|| {
+        for b in [1, 16, 64] {
+            let dims = [b, 32, 1, 128, 8, 4096];
+            let named = [("S", 1i64), ("D", 128)];
+            let cfg = config::resolve("attention", DType::BF16, &named, &[]).unwrap();
+            for (i, spec) in ops::attention::specs_for(DType::BF16, &cfg, &dims, true, true).into_iter().enumerate() {
+                let tag = format!("decode_B{b}_{}_{i}", spec.function);
+                let bc = bytecode(&spec, DType::BF16, ARCH).unwrap_or_else(|e| panic!("{tag}: {e}"));
+                let cubin = assemble_cubin(&bc, ARCH, &tag).unwrap_or_else(|e| panic!("{tag}: {e}"));
+                let r = res(&tag, &cubin);
+                let sass = sass_of(&tag, &cubin);
+                let count = |op: &str| sass.lines().filter(|l| l.contains(op)).count();
+                println!(
+                    "{tag} {:?}: {} threads, {} registers, {} B shared, {} B local; {:?}, {} HMMA, {} BAR.SYNC, {} MEMBAR",
+                    spec.generics, r.threads, r.reg, r.shared, r.local, access(&sass), count("HMMA"), count("BAR.SYNC"), count("MEMBAR")
+                );
+            }
+        }
+    });
+}
+
 /// transpose past 65535 row tiles (or OUT_ROWS=1) folds its tile grid into grid x (a mapped partition,
 /// rust/src/ops/transpose.rs): the flat-index loop must not cost the tiled access, i.e. tiles still
 /// move by TMA or 128-bit accesses, never 16 bits at a time, as in the 2-D kernel.
