@@ -270,6 +270,15 @@ def test_matmul_and_attention_plans_clamp_tiles():
     assert (p["NQ"], p["M"], p["GQ"], p["BM"]) == (8, 4, 1, 16)
     assert (p["n_split"], p["CT"], p["grid"], p["combine_grid"]) == (16, 4, (128, 1, 1), (8, 1, 1))
     assert cfg.plan_attention(64, 32, 8, 1, 4096, 128, {"BM": 128, "BN": 64})["n_split"] == 1  # 512 tiles
+    # SPLIT_MIN_BLOCKS (default 4): the chunk floor in key tiles; at 1 the B=1 decode's 64 key tiles are cut
+    # as finely as ~2 blocks per SM allows (at most ceil(264 / 8) = 33 splits on the H200's 132 SMs): 2-tile
+    # chunks, 32 of them.
+    assert cfg.default_config("attention", "bf16", {"D": 128})["SPLIT_MIN_BLOCKS"] == 4
+    p = cfg.plan_attention(1, 32, 8, 1, 4096, 128, {"BM": 128, "BN": 64, "SPLIT_MIN_BLOCKS": 1})
+    assert (p["n_split"], p["CT"]) == (32, 2)
+    p = cfg.plan_attention(1, 32, 8, 1, 4096, 128, {"BM": 16, "BN": 128, "SPLIT_MIN_BLOCKS": 2})
+    assert (p["BM"], p["n_split"], p["CT"], p["grid"]) == (16, 16, 2, (128, 1, 1))
+    assert {c["SPLIT_MIN_BLOCKS"] for c in cfg.config_space("attention", "bf16") if c["BM"] == 16} == {1, 2, 4}
 
 
 def test_backend_says_why_it_cannot_run_here():

@@ -16,7 +16,7 @@ import itertools
 from typing import Any, NamedTuple
 
 from tilerosetta.backends.base import H200_SM_COUNT
-from tilerosetta.kernels.attention_split import packed_rows, split_plan
+from tilerosetta.kernels.attention_split import MIN_SPLIT_BLOCKS, packed_rows, split_plan
 from tilerosetta.specs import decode_panel, decode_tiles, family_ops
 
 # The "rows" family (OpSpec.family): kernels that walk rows of (M, N) with plan_rows share the row table
@@ -69,8 +69,9 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "bmm": {"fp32": dict(_MM32), "*": dict(_MM16)},
     # 8 worker warps = two consumer warpgroups of 64 query rows each (168 regs, no spills at BN=128);
     # without the hint tileiras picks one warpgroup at 255 regs and nothing overlaps its softmax.
-    "attention": {"D64": {"BM": 128, "BN": 128, "OCC": 0, "WARPS": 8},
-                  "D128": {"BM": 128, "BN": 128, "OCC": 0, "WARPS": 8}},
+    # SPLIT_MIN_BLOCKS: split-KV's least key tiles per chunk (kernels/attention_split.py; host-side).
+    "attention": {"D64": {"BM": 128, "BN": 128, "OCC": 0, "WARPS": 8, "SPLIT_MIN_BLOCKS": MIN_SPLIT_BLOCKS},
+                  "D128": {"BM": 128, "BN": 128, "OCC": 0, "WARPS": 8, "SPLIT_MIN_BLOCKS": MIN_SPLIT_BLOCKS}},
 }
 # The row ops' flags. softmax (kernels/cutile/softmax.py): EXACT=1 drops bounds checks on whole tiles (LOAD_TMA=0
 # then keeps x on LDG), STORE_TMA=0 stores with STG instead of shared memory + TMA. The norms (rms_norm.py,
@@ -100,7 +101,8 @@ SPACES: dict[str, dict[str, tuple]] = {
                "GROUP_M": (4, 8, 16), "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
     "bmm": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64, 128), "GROUP_M": (4, 8, 16),
             "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
-    "attention": {"BM": (64, 128, 256), "BN": (32, 64, 128), "OCC": (0, 1, 2), "WARPS": (0, 4, 8)},
+    "attention": {"BM": (16, 64, 128, 256), "BN": (32, 64, 128), "OCC": (0, 1, 2), "WARPS": (0, 4, 8),
+                  "SPLIT_MIN_BLOCKS": (1, 2, 4)},
 }
 for _op, _flags in _ROW_FLAGS.items():
     SPACES[_op].update({k: (0, 1) for k in _flags})
@@ -147,9 +149,12 @@ def _attn_sweep(base):
     out = [dict(base)]
     for bm, bn in ((128, 128), (128, 64), (64, 64), (64, 128), (256, 64)):
         for occ, warps in ((0, 8), (0, 0), (2, 0), (1, 8)):
-            c = {"BM": bm, "BN": bn, "OCC": occ, "WARPS": warps}
+            c = {"BM": bm, "BN": bn, "OCC": occ, "WARPS": warps, "SPLIT_MIN_BLOCKS": base["SPLIT_MIN_BLOCKS"]}
             if c not in out:
                 out.append(c)
+    # Decode (`sweep --where BM=16`): the 16-row tile a packed group gets anyway, the key tile and how finely
+    # split-KV cuts the keys when the row tiles are fewer than the SMs.
+    out += [{"BM": 16, "BN": bn, "OCC": 0, "WARPS": 0, "SPLIT_MIN_BLOCKS": sp} for bn in (64, 128) for sp in (1, 2, 4)]
     return out
 
 
@@ -310,7 +315,7 @@ def plan_attention(b: int, h: int, hkv: int, s: int, sk: int, d: int, cfg: dict[
     bn = max(16, min(cfg["BN"], next_pow2(sk)))
     full = bm == cfg["BM"] and bn == cfg["BN"]  # clamped (short) tiles: leave the hints to the compiler
     tiles = nq * cdiv(m, bm)
-    n_split, chunk = split_plan(tiles, sk, bn, sms)
+    n_split, chunk = split_plan(tiles, sk, bn, sms, cfg.get("SPLIT_MIN_BLOCKS", MIN_SPLIT_BLOCKS))
     # Flat grid (splits x row blocks x row sets on axis x, unflattened in-kernel): B*H may exceed grid y's
     # 65535.
     return {"BM": bm, "BN": bn, "D": d, "NQ": nq, "M": m, "GQ": gq, "n_split": n_split, "CT": chunk // bn,
