@@ -1,5 +1,7 @@
 """The reproducers of the upstream reports (docs/upstream/, repro/) compile on the CPU and still show the
-limit each report states, with the pinned toolchain (tileiras 13.4).
+limit each report states, with the pinned toolchain (tileiras 13.4). A Rust reproducer (repro/cutile_rs/) is
+compiled and checked by its cargo test (rust/tests/upstream_inbounds.rs, run by tools/test-rust.sh); here it is
+held to the same length and naming rules.
 
 Each check runs the reproducer's own CPU driver (what a report tells its reader to run) and asserts the
 SASS facts the report quotes. If one fails after a toolchain update, the compiler changed: re-measure,
@@ -22,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "repro"
 REPORTS = ROOT / "docs" / "upstream"
 # the reproducers themselves; not their drivers (harness.py, compile.py, the GPU runners *_gpu.py)
-KERNEL_FILES = sorted(p for p in REPRO.rglob("*") if p.suffix in (".cu", ".py") and p.parent != REPRO
+KERNEL_FILES = sorted(p for p in REPRO.rglob("*") if p.suffix in (".cu", ".py", ".rs") and p.parent != REPRO
                       and p.name not in ("harness.py", "compile.py") and not p.name.endswith("_gpu.py"))
 
 
@@ -74,7 +76,7 @@ def test_every_report_names_existing_reproducers():
     reports = [p for p in REPORTS.glob("*.md") if p.name != "README.md"]
     assert reports, "no report in docs/upstream/"
     for report in reports:
-        named = set(re.findall(r"repro/[\w/.-]+\.(?:cu|py)", report.read_text()))
+        named = set(re.findall(r"repro/[\w/.-]+\.(?:cu|py|rs)", report.read_text()))
         assert named, f"{report.name} names no reproducer under repro/"
         missing = [n for n in named if not (ROOT / n).is_file()]
         assert not missing, f"{report.name} names reproducers that do not exist: {missing}"

@@ -467,9 +467,8 @@ pub mod kernel {
         let none: Tile<f32, { [16, 1] }> = constant(f32::NEG_INFINITY, shape![16, 1]);
         for c in 0i32..(n_split + 15i32) / 16i32 {
             // SAFETY: n < NQ and r < M <= Mp index inside the views (the grid is out's); the split axis may
-            // pass n_split on the last chunk and is padded there. No axis is declared in bounds: with
-            // [true, false, true] tileiras 13.4 fails (exit 5, "failed to compile Tile IR program", sm_90,
-            // any -O); all false compiles.
+            // pass n_split on the last chunk and is padded there. No axis is declared in bounds: on a padded
+            // view any true flag makes tileiras 13.4 fail (docs/upstream/tile-ir-inbounds-with-padding.md).
             let (m_c, _m_done): (Tile<f32, { [1, 16, 1] }>, Token) = unsafe {
                 load_view_raw(&part_m, [n, c, r], None, ordering::Weak, scope::TileBlock, tma::Disabled, None, [false, false, false], shape![1, 16, 1])
             };
