@@ -334,25 +334,26 @@ void check_pointers(const KernelInfo& k, const Plan& plan, const std::vector<std
   check_no_overlap(op, k.dtype, args);
 }
 
-// The value of host-side config key `key` (make_plan's `host`): an int >= 1, or `fallback` where absent. Keys
-// an op does not take are refused by name.
-static std::int64_t host_key(const std::string& op, const py::dict& host, const char* key, std::int64_t fallback) {
+// make_plan's `host` keys: the ones an op takes (the adapter's HOST_KEYS, backends/tile_cpp.py), each an int
+// >= 1. Any other key is refused by name.
+static void check_host_keys(const std::string& op, const py::dict& host) {
+  const char* takes = op == "attention" ? "SPLIT_MIN_BLOCKS" : nullptr;
   for (auto item : host) {
     std::string name = py::str(item.first);
-    if (op != "attention" || name != "SPLIT_MIN_BLOCKS")
+    if (!takes || name != takes)
       throw ArgError{op, "config", "unknown host-side config key '" + name + "'" +
-                                       (op == "attention" ? ": expected SPLIT_MIN_BLOCKS" : ": this op takes none")};
+                                       (takes ? std::string(": expected ") + takes : std::string(": this op takes none"))};
+    py::handle v = item.second;
+    if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v) || v.cast<std::int64_t>() < 1)
+      throw ArgError{op, "config", name + " must be an int >= 1, got " + std::string(py::repr(v))};
   }
-  if (!host.contains(key)) return fallback;
-  py::object v = host[key];
-  if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v) || v.cast<std::int64_t>() < 1)
-    throw ArgError{op, "config", std::string(key) + " must be an int >= 1, got " + std::string(py::repr(v))};
-  return v.cast<std::int64_t>();
 }
 
 Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict& params, const py::dict& host) {
   const std::string& op = k.op;
-  const std::int64_t split_min_blocks = host_key(op, host, "SPLIT_MIN_BLOCKS", 4);
+  check_host_keys(op, host);
+  const std::int64_t split_min_blocks =
+      host.contains("SPLIT_MIN_BLOCKS") ? host["SPLIT_MIN_BLOCKS"].cast<std::int64_t>() : kMinSplitBlocks;
   const Sig& sig = signatures().at(op);
   if (py::len(tensors) != sig.tensors.size()) {
     std::string names;

@@ -65,10 +65,12 @@ std::string row_entry(const KernelInfo& k, std::int64_t n);
 
 // The attention schedule (python/tilerosetta/kernels/attention_split.py, the same arithmetic): whether the
 // G = H / Hkv heads of a group are one query tile (G > 1 and G * S <= tq), and the split-KV plan
-// (n_split, chunk in keys) of `tiles` row tiles over `sk` keys in `block_n`-key tiles on `sms` SMs.
+// (n_split, chunk in keys) of `tiles` row tiles over `sk` keys in `block_n`-key tiles on `sms` SMs, chunks of
+// at least `min_blocks` key tiles (a call's SPLIT_MIN_BLOCKS; attention_split.py MIN_SPLIT_BLOCKS by default).
+constexpr std::int64_t kMinSplitBlocks = 4;
 bool packed_rows(std::int64_t h, std::int64_t hkv, std::int64_t s, std::int64_t tq);
 std::pair<std::int64_t, std::int64_t> split_plan(std::int64_t tiles, std::int64_t sk, std::int64_t block_n,
-                                                 std::int64_t sms, std::int64_t min_blocks = 4);
+                                                 std::int64_t sms, std::int64_t min_blocks = kMinSplitBlocks);
 
 // The argument names of an op (inputs then outputs), for error messages and the Python side.
 std::vector<std::string> op_arguments(const std::string& op);

@@ -28,7 +28,7 @@ import torch
 
 from tilerosetta.backends.base import _NO_PLAN, Backend, current_stream_handle, sm_count
 from tilerosetta.errors import native_refusal
-from tilerosetta.kernels.attention_split import packed_rows
+from tilerosetta.kernels.attention_split import MIN_SPLIT_BLOCKS, packed_rows
 from tilerosetta.specs import OP_NAMES, decode_panel, decode_tiles, dtype_name, get_spec
 
 try:
@@ -146,7 +146,13 @@ CALL_FIXED = {"attention": ("D",)}  # template arguments fixed by the call's sha
 # Config keys the module takes per call, not per kernel (prepare's `host`): they size the launch and compile
 # nothing. attention's SPLIT_MIN_BLOCKS is split-KV's least key tiles per chunk (kernels/attention_split.py
 # split_plan): the values a sweep tries, the first the default.
-HOST_KEYS = {"attention": {"SPLIT_MIN_BLOCKS": (4, 2, 1)}}
+HOST_KEYS = {"attention": {"SPLIT_MIN_BLOCKS": (MIN_SPLIT_BLOCKS, 2, 1)}}
+
+
+def split_host(op: str, config: dict) -> tuple[dict, dict]:
+    """(the keys that name a kernel, the host-side keys of HOST_KEYS) of a config."""
+    host = HOST_KEYS.get(op, {})
+    return ({k: v for k, v in config.items() if k not in host}, {k: v for k, v in config.items() if k in host})
 
 
 class TileCppBackend(Backend):
@@ -251,7 +257,7 @@ class TileCppBackend(Backend):
 
     def host_config(self, op: str, dtype: torch.dtype, dims: dict) -> dict:
         """The host-side keys (HOST_KEYS) of the config a call with these dims uses."""
-        return {k: v for k, v in self.config_for(op, dtype, dims).items() if k in HOST_KEYS.get(op, {})}
+        return split_host(op, self.config_for(op, dtype, dims))[1]
 
     def builtin_config(self, op, dtype, dims):
         default = DEFAULTS.get(op) or {"rows": _row_default}.get(get_spec(op).family)
@@ -265,13 +271,11 @@ class TileCppBackend(Backend):
     def check_config(self, op, dtype, config):
         """A config is runnable when some instantiated kernel has these values (the module holds no other) and its
         host-side keys (HOST_KEYS) are ints >= 1."""
-        host = HOST_KEYS.get(op, {})
-        for k in set(config) & set(host):
-            v = config[k]
+        config, host = split_host(op, dict(config))
+        for k, v in host.items():
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"tile_cpp.{op}: config {k}={v!r} must be an int >= 1")
-        config = {k: v for k, v in dict(config).items() if k not in host}
-        space = [{k: v for k, v in c.items() if k not in host} for c in self.config_space(op, dtype)]
+        space = [split_host(op, c)[0] for c in self.config_space(op, dtype)]
         if not any(c.items() >= config.items() for c in space):
             raise ValueError(f"tile_cpp.{op}: config {config} is not instantiated for {dtype_name(dtype)}; "
                              f"choose one of {space} (or add it to cpp/include/tr_kernels.h)")
@@ -283,7 +287,7 @@ class TileCppBackend(Backend):
         return self._memo_value("kernel", op, dtype, dims, lambda: self._search_kernel(op, dtype, dims))
 
     def _search_kernel(self, op: str, dtype: torch.dtype, dims: dict[str, int]) -> str:
-        cfg = {k: v for k, v in self.config_for(op, dtype, dims).items() if k not in HOST_KEYS.get(op, {})}
+        cfg = split_host(op, self.config_for(op, dtype, dims))[0]
         for key in CALL_FIXED.get(op, ()):
             cfg[key] = dims[key]
         found = self.__dict__.setdefault("_kernel_names", {})
