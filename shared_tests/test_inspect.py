@@ -185,13 +185,17 @@ def test_tile_cpp_symbol_of_the_default_config():
         pytest.skip("tilerosetta_tile_cpp not built here (make build-python)")
     res = _cli("--backend", "tile_cpp", "--op", "rms_norm")
     assert res.returncode == 0, res.stderr
-    # Both twins of the default config: the aligned one first, the only one with 128-bit loads (its one-tile
-    # body loads without TMA, cpp/kernels/rms_norm.cu; the generic twin loads element by element).
+    # The three twins of the default config, the one the (whole-tile, aligned) case launches first: `_exact`,
+    # then `_a16`, both with 128-bit loads (the one-tile body loads without TMA, cpp/kernels/rms_norm.cu), and
+    # the generic twin, which loads element by element; `_exact` has no bounds branch region (BSSY).
     names = re.findall(r"^  function\s+(\S+)$", res.stdout, re.M)
-    assert len(names) == 2 and names[0] == names[1] + "_a16", names
-    first, second = res.stdout.split("\n" + names[1] + " config")[0], res.stdout.split("\n" + names[1] + " config")[1]
-    assert re.search(r"^\s+\d+\s+LDG\.E\.128", first, re.M), res.stdout
-    assert not re.search(r"^\s+\d+\s+LDG\.E\.128", second, re.M), res.stdout
+    assert len(names) == 3 and names[:2] == [names[2] + "_exact", names[2] + "_a16"], names
+    exact, rest = res.stdout.split("\n" + names[1] + " config")
+    a16, generic = rest.split("\n" + names[2] + " config")
+    assert re.search(r"^\s+\d+\s+LDG\.E\.128", exact, re.M), res.stdout
+    assert re.search(r"^\s+\d+\s+LDG\.E\.128", a16, re.M), res.stdout
+    assert not re.search(r"^\s+\d+\s+LDG\.E\.128", generic, re.M), res.stdout
+    assert not re.search(r"\bBSSY\b", exact), res.stdout
 
 
 def test_tile_cpp_row_wider_than_the_tile_shows_the_loop_entry():

@@ -79,7 +79,8 @@ def test_launch_passes_grid_block_stream_and_parameters(fake_driver, tmp_path):
 
 
 @pytest.mark.parametrize("n, function", [
-    (4096, "layer_norm_bf16_1_4096_4_a16"),  # the row fits the tile: the one-tile entry
+    (4096, "layer_norm_bf16_1_4096_4_exact"),  # the row is the tile: the one-tile entry, its whole-tile twin
+    (4088, "layer_norm_bf16_1_4096_4_a16"),  # narrower, 16-byte strided: the one-tile entry's aligned twin
     (2052, "layer_norm_bf16_1_4096_4"),  # narrower and not 16-byte strided: its generic twin
     (4104, "layer_norm_bf16_1_4096_4_loop_a16"),  # wider than the tile: the multi-chunk entry
     (4097, "layer_norm_bf16_1_4096_4_loop"),

@@ -86,10 +86,15 @@ def test_cubin_is_a_cuda_elf_holding_every_kernel(op, arch):
     for k in kernels_of(op):  # the launcher finds kernels by these symbol names (and their aligned twins)
         # a row op's multi-chunk entry too, exactly where its chunk is narrow enough (tr_kernels.h)
         loop = SPECS[op].family == "rows" and k["config"]["TN"] <= mod.ROW_LOOP_MAX_TN
+        # and the `_exact` twin (whole tiles, compile-time extents: cpp/kernels/common.cuh) of a row op's one-tile
+        # entry and of silu_and_mul
+        rows = SPECS[op].family == "rows" or op == "silu_and_mul"
         for e in ("", "_loop"):
-            for name in (k["name"] + e + a for a in ("", "_a16")):
+            for a in ("", "_a16", "_exact"):
+                name = k["name"] + e + a
                 held = b"\0" + name.encode() + b"\0" in blob
-                assert held == (e == "" or loop), f"{name} {'not ' if not held else ''}in {op} {arch} cubin"
+                want = (e == "" or loop) and (a != "_exact" or (rows and e == ""))
+                assert held == want, f"{name} {'not ' if not held else ''}in {op} {arch} cubin"
 
 
 def test_kernel_table_covers_every_op_and_dtype():
@@ -334,8 +339,40 @@ def test_plan_attention_split_min_blocks_is_a_host_key():
             mod.plan(kernel, q, params, None, host)
         assert "tile_cpp.attention: argument 'config'" in str(e.value)
     rows = fakes("rms_norm", {"M": 4, "N": 512}, torch.float16)
-    with pytest.raises(ValueError, match="this op takes none"):
+    with pytest.raises(ValueError, match="unknown host-side config key 'SPLIT_MIN_BLOCKS': expected EXACT"):
         mod.plan("rms_norm_fp16_4_512_4", rows, {"eps": 1e-6}, None, {"SPLIT_MIN_BLOCKS": 1})
+    with pytest.raises(ValueError, match="this op takes none"):
+        mod.plan("vector_add_fp16_1024", fakes("vector_add", {"N": 64}, torch.float16), {}, None, {"EXACT": 1})
+
+
+def test_plan_rows_exact_is_a_host_key():
+    """A row op's EXACT (host: it picks the twin, no kernel of its own): 1 (the default) launches `_exact` where
+    every block's tile is whole, 0 keeps `_a16`; anything but 0 or 1 is refused, named."""
+    kernel, params = "rms_norm_fp16_4_512_4", {"eps": 1e-6}
+    whole, ragged = fakes("rms_norm", {"M": 8, "N": 512}, torch.float16), fakes("rms_norm", {"M": 6, "N": 512}, torch.float16)
+    assert mod.plan(kernel, whole, params)["function"] == kernel + "_exact"
+    assert mod.plan(kernel, whole, params, None, {"EXACT": 1})["function"] == kernel + "_exact"
+    assert mod.plan(kernel, whole, params, None, {"EXACT": 0})["function"] == kernel + "_a16"
+    assert mod.plan(kernel, ragged, params, None, {"EXACT": 1})["function"] == kernel + "_a16"  # 4 does not divide 6
+    narrow = fakes("rms_norm", {"M": 8, "N": 504}, torch.float16)  # aligned, but the row is shorter than TN
+    assert mod.plan(kernel, narrow, params)["function"] == kernel + "_a16"
+    for bad in (2, -1, True, 1.0):
+        with pytest.raises(ValueError, match=r"tile_cpp\.rms_norm: argument 'config': EXACT must be 0 or 1"):
+            mod.plan(kernel, whole, params, None, {"EXACT": bad})
+
+
+def test_plan_silu_and_mul_takes_exact_only_for_whole_tiles():
+    from tilerosetta.backends.tile_cpp import exact_twin
+
+    kernel, cfg = "silu_and_mul_bf16_2_1024", {"TM": 2, "TN": 1024}
+    for dims, exact in (({"M": 4, "H": 2048}, True), ({"M": 3, "H": 2048}, False), ({"M": 4, "H": 1536}, False)):
+        plan = mod.plan(kernel, fakes("silu_and_mul", dims, torch.bfloat16), {})
+        assert plan["aligned"] and plan["function"] == kernel + ("_exact" if exact else "_a16"), (dims, plan)
+        assert exact_twin("silu_and_mul", cfg, dims) == exact, dims
+        assert mod.plan(kernel, fakes("silu_and_mul", dims, torch.bfloat16), {}, None, {"EXACT": 0})["function"] == kernel + "_a16"
+    assert not exact_twin("silu_and_mul", {**cfg, "EXACT": 0}, {"M": 4, "H": 2048})
+    with pytest.raises(ValueError, match="EXACT must be 0 or 1"):
+        mod.plan(kernel, fakes("silu_and_mul", {"M": 4, "H": 2048}, torch.bfloat16), {}, None, {"EXACT": 3})
 
 
 def test_adapter_configs_carry_the_host_keys():
@@ -356,8 +393,21 @@ def test_adapter_configs_carry_the_host_keys():
         assert b.host_config("attention", torch.bfloat16, dims) == {"SPLIT_MIN_BLOCKS": 1}
         with pytest.raises(ValueError, match="SPLIT_MIN_BLOCKS=0 must be an int >= 1"):
             b.check_config("attention", torch.bfloat16, {"TQ": 16, "SPLIT_MIN_BLOCKS": 0})
+        with pytest.raises(ValueError, match=r"EXACT=2 must be an int in \[0, 1\]"):
+            b.check_config("softmax", torch.bfloat16, {"TN": 4096, "EXACT": 2})
     finally:
         b.set_config("attention", torch.bfloat16, None)
+    # a row op's configs carry EXACT (default 1; both values in the sweep space, per kernel), by family
+    rows = {"M": 4096, "N": 4096}
+    assert b.builtin_config("rms_norm", torch.bfloat16, rows)["EXACT"] == 1
+    space = b.config_space("rms_norm", torch.bfloat16)
+    assert {c["EXACT"] for c in space} == {0, 1} and len(space) == 2 * len(kernels_of("rms_norm", "bf16"))
+    b.set_config("rms_norm", torch.bfloat16, {"TM": 1, "TN": 4096, "OCC": 4, "EXACT": 0})
+    try:
+        assert b.kernel_for("rms_norm", torch.bfloat16, rows) == "rms_norm_bf16_1_4096_4"
+        assert b.host_config("rms_norm", torch.bfloat16, rows) == {"EXACT": 0}
+    finally:
+        b.set_config("rms_norm", torch.bfloat16, None)
 
 
 def test_attention_default_config_takes_16_row_tiles_for_decode():
@@ -426,17 +476,21 @@ def test_row_kernels_launch_the_loop_entry_exactly_for_rows_wider_than_the_tile(
             entry = k["name"] + ("_loop" if loop else "")
             assert plan["entry"] == entry, (k["name"], n)
             assert plan["aligned"] == (n % vec == 0), (k["name"], n)
-            assert plan["function"] == entry + ("_a16" if plan["aligned"] else ""), (k["name"], n)
+            # `_exact` only where every block's tile is whole: a row of exactly TN, and TM dividing M = 3
+            exact = plan["aligned"] and n == tn and 3 % k["config"]["TM"] == 0
+            assert plan["function"] == entry + ("_exact" if exact else "_a16" if plan["aligned"] else ""), (k["name"], n)
             assert mod.plan(k["name"], tensors, params, a16=False)["function"] == entry, (k["name"], n)
+            if plan["aligned"]:  # a16=True is the `_a16` twin itself, also where `_exact` would run
+                assert mod.plan(k["name"], tensors, params, a16=True)["function"] == entry + "_a16", (k["name"], n)
 
 
 @pytest.mark.parametrize("op", ROW_OPS)
 def test_every_row_case_launches_an_entry_that_covers_its_row(adapter, op):
     # Every conformance and bench case with the adapter's config: the entry the module picks exists in
     # every cubin, is `_loop` exactly when N > TN, and is the one backends.tile_cpp.row_entry names (inspect).
-    from tilerosetta.backends.tile_cpp import row_entry
+    from tilerosetta.backends.tile_cpp import exact_twin, row_entry
 
-    spec, kinds = SPECS[op], set()
+    spec, kinds, kinds_exact = SPECS[op], set(), set()
     for dtype in spec.dtypes:
         for case in spec.cases + spec.bench_cases:
             dims, cfg = dict(case.dims), adapter.config_for(op, dtype, dict(case.dims))
@@ -445,10 +499,15 @@ def test_every_row_case_launches_an_entry_that_covers_its_row(adapter, op):
             loop = dims["N"] > cfg["TN"]
             assert plan["entry"] == kernel + ("_loop" if loop else ""), (dtype, dims, cfg)
             assert row_entry(op, kernel, cfg, dims) == plan["entry"]
+            exact = not loop and exact_twin(op, cfg, dims)  # the Python mirror agrees on the `_exact` twin
+            twin = ("_exact" if exact else "_a16") if plan["aligned"] else ""
+            assert plan["function"] == plan["entry"] + twin, (dtype, dims, cfg)
+            kinds_exact.add(plan["function"].endswith("_exact"))
             for arch in mod.ARCHS:
                 assert b"\0" + plan["function"].encode() + b"\0" in mod.cubin(op, arch), (plan["function"], arch)
             kinds.add(loop)
     assert kinds == {False, True}, f"{op}: the cases should exercise both entries, got loop in {kinds}"
+    assert kinds_exact == {False, True}, f"{op}: the cases should exercise `_exact` and the others, got {kinds_exact}"
 
 
 def test_python_mirror_knows_the_modules_widest_loop():
@@ -629,7 +688,8 @@ def _nv_info(cubin: bytes) -> dict[str, list[tuple[int, int, object]]]:
     return out
 
 
-@pytest.mark.parametrize("op", ["matmul", "bmm", "attention", "rms_norm", "rope", "silu_and_mul"])
+# The row ops too: their `_exact` twins view memory at a base the kernel computes (tr::row_tiles).
+@pytest.mark.parametrize("op", ["matmul", "bmm", "attention", "rope", "silu_and_mul", *ROW_OPS])
 def test_no_kernel_builds_tma_descriptors_on_the_device(op):
     if "sm_90" not in mod.ARCHS:
         pytest.skip(f"module built without sm_90 (has {mod.ARCHS})")

@@ -110,6 +110,15 @@ def test_tile_cpp_only_two_row_tiles_without_restrict_issue_their_loads_together
         assert (rows[label]["LDG"], rows[label]["ldg_batch"], rows[label]["ldg_in_bssy"]) == (n, "1", n), rows
 
 
+def test_tile_cpp_static_extent_tiles_issue_their_loads_together(tmp_path):
+    # the workaround: a block's own tile with compile-time extents has no bounds check left, one row and
+    # __restrict__ (the default variant) included
+    rows = _run(["repro/tile_cpp/compile.py", "repro/tile_cpp/bounds_checked_loads.cu", "STATIC=0,1"], False, tmp_path)
+    static, view = rows["STATIC=1"], rows["STATIC=0"]
+    assert (static["LDG"], static["ldg_batch"], "ldg_in_bssy" in static, "BSSY" in static) == ("2", "2", False, False), static
+    assert (view["LDG"], view["ldg_batch"], view["ldg_in_bssy"]) == ("2", "1", "2"), view
+
+
 def test_cutile_bounds_checked_loads_are_serialised(tmp_path):
     rows = _run(["repro/cutile_py/bounds_checked_loads.py"], True, tmp_path)
     checked, unchecked = rows["check_bounds=True"], rows["check_bounds=False"]

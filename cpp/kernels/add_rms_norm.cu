@@ -9,24 +9,23 @@
 // A: see common.cuh.
 #include "common.cuh"
 
-template <bool A, typename T, int TM, int TN>
+template <int A, typename T, int TM, int TN>
 __tile__ void add_rms_norm_one_tile(T* x, T* r, T* w, T* s, T* out, int M, int N, float eps) {
   x = tr::al<A>(x), r = tr::al<A>(r), w = tr::al<A>(w), s = tr::al<A>(s), out = tr::al<A>(out);
   N = tr::dv<A, T>(N);  // A: the row stride is a multiple of 16 bytes (common.cuh)
-  auto shp = ct::shape<TM, TN>{};
-  ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, shp};
-  ct::partition_view pr{ct::tensor_span{r, ct::extents{M, N}}, shp};
-  ct::partition_view ps{ct::tensor_span{s, ct::extents{M, N}}, shp};
-  ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, shp};
-  ct::partition_view pw{ct::tensor_span{w, ct::extents{N}}, ct::shape<TN>{}};
-  unsigned i = ct::bid().x;
-  // TMA here, unlike rms_norm and layer_norm: without it (tr::load_no_tma / store_no_tma) 16384 x 4096 fell
-  // from 81% to 74% of copy on the H200 (4096 x 8192: 81% -> 84%), 2026-12-01.
-  auto t = ct::element_cast<float>(px.load_masked(i, 0)) + ct::element_cast<float>(pr.load_masked(i, 0));
-  ps.store_masked(ct::element_cast<T>(t), i, 0);
+  const unsigned b = ct::bid().x;
+  auto px = tr::row_tiles<A, TM, TN>(x, M, N, b), pr = tr::row_tiles<A, TM, TN>(r, M, N, b);
+  auto ps = tr::row_tiles<A, TM, TN>(s, M, N, b), po = tr::row_tiles<A, TM, TN>(out, M, N, b);
+  auto pw = tr::col_tiles<A, TN>(w, N);
+  unsigned i = tr::row_at<A>(b);
+  // TMA here (load_any / store_any), unlike rms_norm and layer_norm: without it (tr::load_no_tma /
+  // store_no_tma) 16384 x 4096 fell from 81% to 74% of copy on the H200 (4096 x 8192: 81% -> 84%),
+  // 2026-12-01; the exact twin has no TMA (its views are built in the kernel).
+  auto t = ct::element_cast<float>(tr::load_any<A>(px, i, 0)) + ct::element_cast<float>(tr::load_any<A>(pr, i, 0));
+  tr::store_any<A>(ps, ct::element_cast<T>(t), i, 0);
   auto rstd = ct::rsqrt(ct::sum(t * t, 1_ic) / (float)N + eps);
-  auto wt = ct::reshape(ct::element_cast<float>(pw.load_masked(0)), ct::shape<1, TN>{});
-  po.store_masked(ct::element_cast<T>(t * rstd * wt), i, 0);
+  auto wt = ct::reshape(ct::element_cast<float>(tr::load_any<A>(pw, 0)), ct::shape<1, TN>{});
+  tr::store_any<A>(po, ct::element_cast<T>(t * rstd * wt), i, 0);
 }
 
 template <bool A, typename T, int TM, int TN>

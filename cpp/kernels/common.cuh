@@ -41,18 +41,63 @@ __tile__ inline auto strided_rows(T* base, int rows, int cols, int ld) {
 
 __tile__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-// A = true: tell the compiler the pointer is 16-byte aligned (the module checked it).
-template <bool A, typename T>
+// A body's A argument: false / 0 the generic body, true / 1 the `_a16` twin (pointers 16-byte aligned, row
+// strides multiples of 16 bytes), kExact the `_exact` twin of a "rows" family one-tile body (TR_ROW_ENTRIES)
+// or of silu_and_mul: the `_a16` facts and every block's tile wholly inside the tensor (rows: N == TN and TM
+// divides M; silu_and_mul: TM divides M and TN divides H), which the module checked (ops.cpp, make_plan).
+inline constexpr int kExact = 2;
+
+// A (1 or kExact): tell the compiler the pointer is 16-byte aligned (the module checked it).
+template <int A, typename T>
 __tile__ inline T* al(T* p) {
-  if constexpr (A) return ct::assume_aligned<16>(p);
+  if constexpr (A != 0) return ct::assume_aligned<16>(p);
   else return p;
 }
 
-// A = true: tell the compiler n is a multiple of 16 bytes' worth of T (a row stride the module checked).
-template <bool A, typename T>
+// A (1 or kExact): tell the compiler n is a multiple of 16 bytes' worth of T (a row stride the module checked).
+template <int A, typename T>
 __tile__ inline int dv(int n) {
-  if constexpr (A) return ct::assume_divisible<16 / sizeof(T)>(n);
+  if constexpr (A != 0) return ct::assume_divisible<16 / sizeof(T)>(n);
   else return n;
+}
+
+// The (TM, TN) tiles of the row-major (M, N) tensor at p, and the tile row block i loads (row_at). With
+// A == kExact the view is block i's own TM rows of TN, extents known at compile time: tileiras then knows
+// every access is in bounds and issues a thread's loads back to back, with no bounds branch region around
+// each (CUDA Tile C++ has no in-bounds flag for a view load: docs/upstream/cuda-tile-cpp-inbounds-load.md).
+// The base is computed in the kernel, so such a view has no TMA descriptor: load it with load_no_tma.
+template <int A, int TM, int TN, typename T>
+__tile__ inline auto row_tiles(T* p, int M, int N, unsigned i) {
+  if constexpr (A == kExact) {
+    T* rows = ct::assume_aligned<16>(p + static_cast<long long>(i) * TM * TN);
+    return ct::partition_view{ct::tensor_span{rows, ct::extents<int, TM, TN>{}}, ct::shape<TM, TN>{}};
+  } else {
+    return ct::partition_view{ct::tensor_span{p, ct::extents{M, N}}, ct::shape<TM, TN>{}};
+  }
+}
+
+// The TM x TN tile whose first element is p[at], its rows ld elements apart, as a view with compile-time extents
+// (load tile (0, 0) of it): for a tile the module proved whole (silu_and_mul's `_exact` twin; as row_tiles).
+template <int TM, int TN, typename T>
+__tile__ inline auto tile_at(T* p, long long at, int ld) {
+  using E = ct::extents<int, TM, TN>;
+  using S = ct::strides<int, ct::dynamic_stride, 1>;
+  using L = ct::layout_strided<S>;
+  return ct::partition_view{ct::tensor_span<T, E, L>{ct::assume_aligned<16>(p + at), L::mapping<E>{E{}, S{ld}}},
+                            ct::shape<TM, TN>{}};
+}
+
+template <int A>
+__tile__ inline unsigned row_at(unsigned i) {
+  if constexpr (A == kExact) return 0;
+  else return i;
+}
+
+// A per-column vector of N (a norm's weight or bias) in TN tiles; with A == kExact, N == TN at compile time.
+template <int A, int TN, typename T>
+__tile__ inline auto col_tiles(T* p, int N) {
+  if constexpr (A == kExact) return ct::partition_view{ct::tensor_span{p, ct::extents<int, TN>{}}, ct::shape<TN>{}};
+  else return ct::partition_view{ct::tensor_span{p, ct::extents{N}}, ct::shape<TN>{}};
 }
 
 // Loads and stores without TMA (`allow_tma=false`): plain 128-bit LDG/STG by the computing warps, instead of
@@ -69,6 +114,19 @@ __tile__ inline auto load_no_tma(const View& v, I... at) {
 template <typename View, typename Tile, typename... I>
 __tile__ inline void store_no_tma(const View& v, const Tile& t, I... at) {
   [[cutile::hint(0, allow_tma = false)]] v.store_masked(t, at...);
+}
+
+// A load / store that may go by TMA, except through a view of tr::row_tiles' exact form (no descriptor).
+template <int A, typename View, typename... I>
+__tile__ inline auto load_any(const View& v, I... at) {
+  if constexpr (A == kExact) return load_no_tma(v, at...);
+  else return v.load_masked(at...);
+}
+
+template <int A, typename View, typename Tile, typename... I>
+__tile__ inline void store_any(const View& v, const Tile& t, I... at) {
+  if constexpr (A == kExact) store_no_tma(v, t, at...);
+  else v.store_masked(t, at...);
 }
 
 }  // namespace tr
@@ -90,7 +148,8 @@ __tile__ inline void store_no_tma(const View& v, const Tile& t, I... at) {
 
 // The symbols of one "rows" family config (softmax and the norms), E(symbol, OCC, body, A, CT, TM, TN)
 // defining one: `name` and `name_a16` run the one-tile body (the whole row in one TN tile, N <= TN),
-// `name_loop` and `name_loop_a16` the multi-chunk body (any N), only where TN <= TR_ROW_LOOP_MAX_TN
+// `name_exact` the same body for calls whose rows are exactly TN wide and whose M is a multiple of TM
+// (tr::row_tiles: no bounds branches), `name_loop` and `name_loop_a16` the multi-chunk body (any N), only where TN <= TR_ROW_LOOP_MAX_TN
 // (tr_kernels.h says why). The module launches `_loop` only when N > TN (cpp/src/ops.cpp, row_entry). One
 // kernel holding both paths behind `if (nc == 1)` makes tileiras 13.4 drop the occupancy hint (layer_norm
 // 4096x8192: 1 CTA/SM instead of 4; docs/upstream/cuda-tile-cpp-occupancy-hint.md), and the one-tile entry
@@ -103,4 +162,5 @@ __tile__ inline void store_no_tma(const View& v, const Tile& t, I... at) {
 #define TR_ROW_ENTRIES(E, name, OCC, one, chunks, CT, TM, TN)                                      \
   static_assert(TR_ROW_LOOP_##TN == ((TN) <= TR_ROW_LOOP_MAX_TN), "TR_ROW_LOOP_" #TN " disagrees with TR_ROW_LOOP_MAX_TN"); \
   E(name, OCC, one, false, CT, TM, TN) E(name##_a16, OCC, one, true, CT, TM, TN)                 \
+  E(name##_exact, OCC, one, tr::kExact, CT, TM, TN)                                                \
   TR_CAT(TR_ROW_LOOPS_, TR_ROW_LOOP_##TN)(E, name, OCC, chunks, CT, TM, TN)

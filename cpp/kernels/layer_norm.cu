@@ -10,15 +10,13 @@
 // (0 - mean)^2, so they are masked out by index. A: see common.cuh.
 #include "common.cuh"
 
-template <bool A, typename T, int TM, int TN>
+template <int A, typename T, int TM, int TN>
 __tile__ void layer_norm_one_tile(T* x, T* w, T* b, T* out, int M, int N, float eps) {
   x = tr::al<A>(x), w = tr::al<A>(w), b = tr::al<A>(b), out = tr::al<A>(out);
   N = tr::dv<A, T>(N);  // A: the row stride is a multiple of 16 bytes (common.cuh)
-  ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, ct::shape<TM, TN>{}};
-  ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, ct::shape<TM, TN>{}};
-  ct::partition_view pw{ct::tensor_span{w, ct::extents{N}}, ct::shape<TN>{}};
-  ct::partition_view pb{ct::tensor_span{b, ct::extents{N}}, ct::shape<TN>{}};
-  unsigned i = ct::bid().x;
+  auto px = tr::row_tiles<A, TM, TN>(x, M, N, ct::bid().x), po = tr::row_tiles<A, TM, TN>(out, M, N, ct::bid().x);
+  auto pw = tr::col_tiles<A, TN>(w, N), pb = tr::col_tiles<A, TN>(b, N);
+  unsigned i = tr::row_at<A>(ct::bid().x);
   float inv_n = 1.0f / (float)N;
   auto lane = ct::iota<ct::tile<int, ct::shape<1, TN>>>();
   auto t = ct::element_cast<float>(tr::load_no_tma(px, i, 0));

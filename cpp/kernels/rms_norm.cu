@@ -7,14 +7,13 @@
 // A: see common.cuh.
 #include "common.cuh"
 
-template <bool A, typename T, int TM, int TN>
+template <int A, typename T, int TM, int TN>
 __tile__ void rms_norm_one_tile(T* x, T* w, T* out, int M, int N, float eps) {
   x = tr::al<A>(x), w = tr::al<A>(w), out = tr::al<A>(out);
   N = tr::dv<A, T>(N);  // A: the row stride is a multiple of 16 bytes (common.cuh)
-  ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, ct::shape<TM, TN>{}};
-  ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, ct::shape<TM, TN>{}};
-  ct::partition_view pw{ct::tensor_span{w, ct::extents{N}}, ct::shape<TN>{}};
-  unsigned i = ct::bid().x;
+  auto px = tr::row_tiles<A, TM, TN>(x, M, N, ct::bid().x), po = tr::row_tiles<A, TM, TN>(out, M, N, ct::bid().x);
+  auto pw = tr::col_tiles<A, TN>(w, N);
+  unsigned i = tr::row_at<A>(ct::bid().x);
   auto t = ct::element_cast<float>(tr::load_no_tma(px, i, 0));
   auto rstd = ct::rsqrt(ct::sum(t * t, 1_ic) / (float)N + eps);
   auto wt = ct::reshape(ct::element_cast<float>(tr::load_no_tma(pw, 0)), ct::shape<1, TN>{});

@@ -8,13 +8,12 @@
 // stored. A: see common.cuh.
 #include "common.cuh"
 
-template <bool A, typename T, int TM, int TN>
+template <int A, typename T, int TM, int TN>
 __tile__ void softmax_one_tile(T* x, T* out, int M, int N) {
   x = tr::al<A>(x), out = tr::al<A>(out);
   N = tr::dv<A, T>(N);  // A: the row stride is a multiple of 16 bytes (common.cuh)
-  ct::partition_view px{ct::tensor_span{x, ct::extents{M, N}}, ct::shape<TM, TN>{}};
-  ct::partition_view po{ct::tensor_span{out, ct::extents{M, N}}, ct::shape<TM, TN>{}};
-  unsigned i = ct::bid().x;
+  auto px = tr::row_tiles<A, TM, TN>(x, M, N, ct::bid().x), po = tr::row_tiles<A, TM, TN>(out, M, N, ct::bid().x);
+  unsigned i = tr::row_at<A>(ct::bid().x);
   auto t = ct::element_cast<float>(tr::load_no_tma(px, ct::view_padding_negative_inf_t{}, i, 0));
   auto e = ct::exp(t - ct::reduce_max(t, 1_ic));
   tr::store_no_tma(po, ct::element_cast<T>(e * (1.0f / ct::sum(e, 1_ic))), i, 0);

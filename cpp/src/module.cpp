@@ -86,9 +86,9 @@ py::dict kernel_dict(const tr::KernelInfo& k) {
   return d;
 }
 
-// a16: None = the aligned twin when the call allows it (the default), False = always the generic body,
-// True = the aligned twin or a ValueError. The probe (tools/probe_tile_cpp.py) uses it to time and check
-// each twin on its own.
+// a16: None = the best twin the call allows (the default: `_exact` for a row op whose tiles are all whole, else
+// `_a16` when aligned), False = always the generic body, True = the `_a16` twin or a ValueError. The probe
+// (tools/probe_tile_cpp.py) uses it to time and check each twin on its own.
 tr::Plan checked_plan(const tr::KernelInfo& k, const py::sequence& tensors, const py::dict& params,
                       const py::object& a16 = py::none(), const py::dict& host = py::dict()) {
   tr::Plan plan;
@@ -104,6 +104,8 @@ tr::Plan checked_plan(const tr::KernelInfo& k, const py::sequence& tensors, cons
     } else if (!plan.aligned) {
       throw py::value_error("tile_cpp." + k.op + ": argument 'a16': the call is not 16-byte aligned (pointers "
                             "and row strides), so " + plan.entry + "_a16 cannot run it");
+    } else {
+      plan.function = plan.entry + "_a16";
     }
   }
   return plan;
@@ -248,8 +250,8 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
   }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(), py::arg("a16") = py::none(),
      py::arg("host") = py::dict(),
      "Check a call and return its launch plan without launching (no GPU needed). a16: None picks the "
-     "aligned twin when the call allows it, False forces the generic body, True requires the twin. host: as "
-     "prepare().");
+     "best twin the call allows (a row op's `_exact` when every block's tile is whole, else `_a16` when "
+     "aligned), False forces the generic body, True requires the `_a16` twin. host: as prepare().");
 
   py::class_<Prepared>(m, "Prepared",
                        "A checked call of one signature; launch(pointers, stream) runs it on other tensors of "
@@ -272,7 +274,7 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
      py::arg("host") = py::dict(),
      "Check a call as launch() does (no GPU needed) and keep its plan: a Prepared to launch later calls of the "
      "same signature with their own data pointers. host: config keys that size the launch without a kernel of "
-     "their own (attention: SPLIT_MIN_BLOCKS, default 4).");
+     "their own (attention: SPLIT_MIN_BLOCKS, default 4; a row op: EXACT 0 or 1, default 1).");
 
   m.def("launch", &launch, py::arg("kernel"), py::arg("tensors"), py::arg("params"), py::arg("stream"),
         py::arg("a16") = py::none(), py::arg("host") = py::dict(),

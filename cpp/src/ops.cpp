@@ -323,7 +323,7 @@ void check_pointers(const KernelInfo& k, const Plan& plan, const std::vector<std
   if (pointers.size() != plan.pointers.size())
     throw ArgError{op, "pointers", "expected " + std::to_string(plan.pointers.size()) + " data pointers, got " +
                                        std::to_string(pointers.size())};
-  const bool a16 = plan.function != plan.entry;  // the `_a16` twin: TMA / 128-bit accesses need 16 bytes
+  const bool a16 = plan.function != plan.entry;  // `_a16` / `_exact`: TMA / 128-bit accesses need 16 bytes
   std::vector<TensorArg> args(pointers.size());
   for (size_t i = 0; i < pointers.size(); ++i) {
     const std::uint64_t p = pointers[i];
@@ -334,17 +334,22 @@ void check_pointers(const KernelInfo& k, const Plan& plan, const std::vector<std
   check_no_overlap(op, k.dtype, args);
 }
 
-// make_plan's `host` keys: the ones an op takes (the adapter's HOST_KEYS, backends/tile_cpp.py), each an int
-// >= 1. Any other key is refused by name.
+// make_plan's `host` keys: the ones an op takes (the adapter's HOST_KEYS, backends/tile_cpp.py), each an int in
+// its range: attention's SPLIT_MIN_BLOCKS >= 1, EXACT 0 or 1 for an op with `_exact` twins (the "rows" family,
+// silu_and_mul). Any other key is refused by name.
 static void check_host_keys(const std::string& op, const py::dict& host) {
-  const char* takes = op == "attention" ? "SPLIT_MIN_BLOCKS" : nullptr;
+  const bool rows = std::string(decl(op).family) == "rows" || op == "silu_and_mul";  // the ops with `_exact`
+  const char* takes = op == "attention" ? "SPLIT_MIN_BLOCKS" : rows ? "EXACT" : nullptr;
   for (auto item : host) {
     std::string name = py::str(item.first);
     if (!takes || name != takes)
       throw ArgError{op, "config", "unknown host-side config key '" + name + "'" +
                                        (takes ? std::string(": expected ") + takes : std::string(": this op takes none"))};
     py::handle v = item.second;
-    if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v) || v.cast<std::int64_t>() < 1)
+    const bool is_int = py::isinstance<py::int_>(v) && !py::isinstance<py::bool_>(v);
+    if (rows && !(is_int && (v.cast<std::int64_t>() == 0 || v.cast<std::int64_t>() == 1)))
+      throw ArgError{op, "config", name + " must be 0 or 1, got " + std::string(py::repr(v))};
+    if (!rows && !(is_int && v.cast<std::int64_t>() >= 1))
       throw ArgError{op, "config", name + " must be an int >= 1, got " + std::string(py::repr(v))};
   }
 }
@@ -354,6 +359,7 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
   check_host_keys(op, host);
   const std::int64_t split_min_blocks =
       host.contains("SPLIT_MIN_BLOCKS") ? host["SPLIT_MIN_BLOCKS"].cast<std::int64_t>() : kMinSplitBlocks;
+  const bool exact_allowed = !host.contains("EXACT") || host["EXACT"].cast<std::int64_t>() == 1;
   const Sig& sig = signatures().at(op);
   if (py::len(tensors) != sig.tensors.size()) {
     std::string names;
@@ -507,6 +513,14 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
   for (auto d : aligned_dims(op, dm)) plan.aligned = plan.aligned && d % vec == 0;
   if (plan.entry.empty()) plan.entry = k.name;
   plan.function = plan.entry + (plan.aligned ? "_a16" : "");
+  // A call whose every block's tile is whole takes the `_exact` twin: the `_a16` body on views with
+  // compile-time extents, no bounds branches (cpp/kernels/common.cuh, row_tiles / tile_at), and no TMA; host
+  // EXACT=0 keeps the `_a16` twin (a config choice: add_rms_norm's `_a16` loads by TMA). Whole: a row op's
+  // one-tile entry on rows of exactly TN, or silu_and_mul, with TM dividing M (and TN dividing H).
+  const bool whole = std::string(decl(op).family) == "rows"
+                         ? plan.entry == k.name && dm["N"] == k.get("TN") && dm["M"] % k.get("TM") == 0
+                         : op == "silu_and_mul" && dm["M"] % k.get("TM") == 0 && dm["H"] % k.get("TN") == 0;
+  if (exact_allowed && plan.aligned && whole) plan.function = plan.entry + "_exact";
   if (plan.grid[1] > 65535 || plan.grid[2] > 65535)
     throw ArgError{op, sig.tensors[0].first, "grid (" + std::to_string(plan.grid[0]) + ", " +
                                                  std::to_string(plan.grid[1]) + ", " + std::to_string(plan.grid[2]) +

@@ -46,7 +46,7 @@ struct Plan {
   // "rows" family op whose row does not fit one TN tile (N > TN) its multi-chunk entry `<name>_loop`
   // (row_entry below; cpp/kernels/common.cuh, TR_ROW_ENTRIES).
   std::string entry;
-  std::string function;                 // the symbol to launch: entry, + "_a16" if aligned
+  std::string function;                 // the symbol to launch: entry, + "_a16" if aligned (or "_exact")
   // Split-KV attention (cpp/kernels/attention.cu): `workspace` fp32 bytes of scratch, allocated on the
   // launch's stream; the kernel's pointer parameters after the tensors' are at these byte offsets in it.
   // Then `combine` (the entry's `_combine` kernel) runs on `combine_grid` with the workspace pointers, the
@@ -77,8 +77,8 @@ std::vector<std::string> op_arguments(const std::string& op);
 
 // Checks tensors (duck typed: data_ptr(), shape, stride(), dtype, device) and params against the op's
 // signature and the kernel's dtype/config, and computes the launch plan. `host`: the config keys that size
-// the launch but compile nothing (attention's SPLIT_MIN_BLOCKS, split_plan's min_blocks); any other key is
-// refused. Throws ArgError.
+// the launch but compile nothing (attention's SPLIT_MIN_BLOCKS, split_plan's min_blocks; EXACT of the row ops
+// and silu_and_mul, whether whole tiles take the `_exact` twin); any other key is refused. Throws ArgError.
 Plan make_plan(const KernelInfo& k, const pybind11::sequence& tensors, const pybind11::dict& params,
                const pybind11::dict& host = pybind11::dict());
 

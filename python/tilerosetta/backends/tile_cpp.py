@@ -15,7 +15,8 @@ Each config is compiled twice, generic and `_a16` (pointers 16-byte aligned, row
 16 bytes: TMA and 128-bit loads); the module picks the twin per call from the tensors, so the adapter
 never has to (cpp/README.md). A "rows" family config (softmax and the norms) has two entry points, the
 one-tile `<name>` for rows of N <= TN and the multi-chunk `<name>_loop` for wider rows, and the module
-picks that per call too (row_entry below mirrors it for `tilerosetta inspect`).
+picks that per call too (row_entry below mirrors it for `tilerosetta inspect`); the one-tile body has a third
+twin, `_exact`, for aligned calls whose every block's tile is whole, as silu_and_mul has (exact_twin below).
 """
 
 from __future__ import annotations
@@ -93,6 +94,19 @@ def row_entry(op: str, kernel: str, config: dict, dims: dict) -> str:
     return kernel if dims["N"] <= config["TN"] else kernel + "_loop"
 
 
+def exact_twin(op: str, config: dict, dims: dict) -> bool:
+    """Whether a 16-byte aligned call of `op` with this config takes the `_exact` twin, unless the config's host
+    key EXACT is 0: every block's tile whole (a "rows" family op's one-tile entry: N == TN and TM divides M;
+    silu_and_mul: TM divides M and TN divides H); compile-time extents, no bounds branches
+    (cpp/kernels/common.cuh, row_tiles / tile_at). The module decides it itself (make_plan in cpp/src/ops.cpp);
+    this copy is for tools that read a cubin without launching, checked against it by test_tile_cpp_module.py."""
+    if config.get("EXACT", 1) != 1 or dims["M"] % config["TM"]:
+        return False
+    if get_spec(op).family == "rows":
+        return dims["N"] == config["TN"]
+    return op == "silu_and_mul" and dims["H"] % config["TN"] == 0
+
+
 def _matmul_default(dtype, dims):
     # Decode (M <= 16, 16-bit): the weight is streamed once; the spec's decode panel (N 4096: 16 x 32, 128
     # blocks; N 14336: 16 x 128, 112 blocks), 256-deep K steps (H200 sweeps: bench/results/decode/).
@@ -143,15 +157,25 @@ DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     "attention": _attention_default,
 }
 CALL_FIXED = {"attention": ("D",)}  # template arguments fixed by the call's shapes, not tunable
-# Config keys the module takes per call, not per kernel (prepare's `host`): they size the launch and compile
-# nothing. attention's SPLIT_MIN_BLOCKS is split-KV's least key tiles per chunk (kernels/attention_split.py
-# split_plan): the values a sweep tries, the first the default.
-HOST_KEYS = {"attention": {"SPLIT_MIN_BLOCKS": (MIN_SPLIT_BLOCKS, 2, 1)}}
+# Config keys the module takes per call, not per kernel (prepare's `host`), by op or family: they pick or size
+# the launch and compile nothing; the values a sweep tries, the first the default. attention's
+# SPLIT_MIN_BLOCKS is split-KV's least key tiles per chunk (kernels/attention_split.py split_plan); EXACT (row
+# ops, silu_and_mul) says whether an aligned call whose every block's tile is whole takes the `_exact` twin
+# (exact_twin above; 0 keeps `_a16`, which loads add_rms_norm's rows by TMA).
+HOST_KEYS = {"attention": {"SPLIT_MIN_BLOCKS": (MIN_SPLIT_BLOCKS, 2, 1)}, "rows": {"EXACT": (1, 0)},
+             "silu_and_mul": {"EXACT": (1, 0)}}
+# The values the module accepts for each host key (ops.cpp, check_host_keys): (least, most or None).
+HOST_RANGE = {"SPLIT_MIN_BLOCKS": (1, None), "EXACT": (0, 1)}
+
+
+def host_keys(op: str) -> dict:
+    """HOST_KEYS of the op, else of its family."""
+    return HOST_KEYS.get(op) or HOST_KEYS.get(get_spec(op).family or "", {})
 
 
 def split_host(op: str, config: dict) -> tuple[dict, dict]:
     """(the keys that name a kernel, the host-side keys of HOST_KEYS) of a config."""
-    host = HOST_KEYS.get(op, {})
+    host = host_keys(op)
     return ({k: v for k, v in config.items() if k not in host}, {k: v for k, v in config.items() if k in host})
 
 
@@ -252,7 +276,7 @@ class TileCppBackend(Backend):
 
     @staticmethod
     def _host_variants(op: str) -> list[dict]:
-        keys = HOST_KEYS.get(op, {})
+        keys = host_keys(op)
         return [dict(zip(keys, vals)) for vals in itertools.product(*keys.values())]
 
     def host_config(self, op: str, dtype: torch.dtype, dims: dict) -> dict:
@@ -270,11 +294,13 @@ class TileCppBackend(Backend):
 
     def check_config(self, op, dtype, config):
         """A config is runnable when some instantiated kernel has these values (the module holds no other) and its
-        host-side keys (HOST_KEYS) are ints >= 1."""
+        host-side keys (HOST_KEYS) are ints in their HOST_RANGE."""
         config, host = split_host(op, dict(config))
         for k, v in host.items():
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"tile_cpp.{op}: config {k}={v!r} must be an int >= 1")
+            lo, hi = HOST_RANGE[k]
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
+                want = f"an int >= {lo}" if hi is None else f"an int in [{lo}, {hi}]"
+                raise ValueError(f"tile_cpp.{op}: config {k}={v!r} must be {want}")
         space = [split_host(op, c)[0] for c in self.config_space(op, dtype)]
         if not any(c.items() >= config.items() for c in space):
             raise ValueError(f"tile_cpp.{op}: config {config} is not instantiated for {dtype_name(dtype)}; "

@@ -126,15 +126,18 @@ def _tile_cpp(op, dtype, case, arch, override):
         kernel = b.kernel_for(op, dtype, case.dims)
     finally:
         b.set_config(op, dtype, None)
-    # The entry point this case launches (a row op's `_loop` entry when N > TN), then its two twins.
-    from tilerosetta.backends.tile_cpp import row_entry
+    # The entry point this case launches (a row op's `_loop` entry when N > TN), then its twins, the one an
+    # aligned call of this case launches first: `_exact` (whole tiles), `_a16` (aligned: TMA,
+    # 128-bit loads), generic. Bench shapes are aligned.
+    from tilerosetta.backends.tile_cpp import exact_twin, row_entry
 
     symbol = row_entry(op, kernel, cfg, case.dims)
-    # Each config is compiled twice: generic and `_a16` (aligned: TMA, 128-bit loads); bench shapes take _a16.
-    kernels = [k for k in cubin_mod.analyse(data) if k.name in (symbol, symbol + "_a16")]
-    if not kernels:
-        raise Refused(f"inspect tile_cpp.{op}: symbol {symbol} not found in the {arch} cubin")
-    return [Inspected(f"{k.name} config {cfg}", k, data) for k in sorted(kernels, key=lambda k: not k.name.endswith("_a16"))]
+    twins = [symbol + "_exact"] if symbol == kernel and exact_twin(op, cfg, case.dims) else []
+    twins += [symbol + "_a16", symbol]
+    found = {k.name: k for k in cubin_mod.analyse(data) if k.name in twins}
+    if missing := [name for name in twins if name not in found]:
+        raise Refused(f"inspect tile_cpp.{op}: symbol {', '.join(missing)} not found in the {arch} cubin")
+    return [Inspected(f"{name} config {cfg}", found[name], data) for name in twins]
 
 
 def _triton(op, dtype, case, arch, override):
