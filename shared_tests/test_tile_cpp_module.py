@@ -781,3 +781,28 @@ def test_probe_child_reports_an_error_not_a_fault_without_gpu():
     r = probe._run_child(v, timeout=120)
     assert r["status"] == "ERROR", r
     assert "FAULT" not in probe._fmt(r) and "vector_add" in probe._fmt(r)
+
+
+@pytest.mark.parametrize("op", [*ROW_OPS, "silu_and_mul"])
+def test_exact_twins_have_no_bounds_branch_regions(op, tmp_path):
+    # The reason for `_exact` (cpp/kernels/common.cuh, row_tiles / tile_at): with compile-time extents tileiras
+    # drops the bounds check that puts loads in BSSY branch regions. sm_90 SASS: no `_exact` kernel has more BSSY
+    # regions than its `_a16` twin, and none at all outside softmax, whose `1 / sum` keeps one slow-path region
+    # per row (at most TM).
+    import subprocess
+
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (neither triton's bundled one nor on PATH)")
+    if "sm_90" not in mod.ARCHS:
+        pytest.skip(f"module built without sm_90 (has {mod.ARCHS})")
+    path = tmp_path / f"{op}.cubin"
+    path.write_bytes(mod.cubin(op, "sm_90"))
+    sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+    bssy = {f.split()[0]: f.count(" BSSY ") for f in sass.split("Function : ")[1:]}
+    kernels = kernels_of(op)
+    assert kernels and all(k["name"] + "_exact" in bssy for k in kernels), sorted(bssy)
+    for k in kernels:
+        exact, a16 = bssy[k["name"] + "_exact"], bssy[k["name"] + "_a16"]
+        most = k["config"]["TM"] if op == "softmax" else 0
+        assert exact <= a16 and exact <= most, f"{k['name']}_exact: {exact} BSSY regions (_a16: {a16}; at most {most})"

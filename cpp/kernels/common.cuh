@@ -116,7 +116,8 @@ __tile__ inline void store_no_tma(const View& v, const Tile& t, I... at) {
   [[cutile::hint(0, allow_tma = false)]] v.store_masked(t, at...);
 }
 
-// A load / store that may go by TMA, except through a view of tr::row_tiles' exact form (no descriptor).
+// A load / store that may go by TMA, except in an `_exact` body (A == kExact): its views (row_tiles, tile_at)
+// start at a base the kernel computes, which has no TMA descriptor.
 template <int A, typename View, typename... I>
 __tile__ inline auto load_any(const View& v, I... at) {
   if constexpr (A == kExact) return load_no_tma(v, at...);
@@ -149,8 +150,8 @@ __tile__ inline void store_any(const View& v, const Tile& t, I... at) {
 // The symbols of one "rows" family config (softmax and the norms), E(symbol, OCC, body, A, CT, TM, TN)
 // defining one: `name` and `name_a16` run the one-tile body (the whole row in one TN tile, N <= TN),
 // `name_exact` the same body for calls whose rows are exactly TN wide and whose M is a multiple of TM
-// (tr::row_tiles: no bounds branches), `name_loop` and `name_loop_a16` the multi-chunk body (any N), only where TN <= TR_ROW_LOOP_MAX_TN
-// (tr_kernels.h says why). The module launches `_loop` only when N > TN (cpp/src/ops.cpp, row_entry). One
+// (tr::row_tiles: no bounds branches), `name_loop` and `name_loop_a16` the multi-chunk body (any N), only
+// where TN <= TR_ROW_LOOP_MAX_TN (tr_kernels.h says why). The module launches `_loop` only when N > TN (cpp/src/ops.cpp, row_entry). One
 // kernel holding both paths behind `if (nc == 1)` makes tileiras 13.4 drop the occupancy hint (layer_norm
 // 4096x8192: 1 CTA/SM instead of 4; docs/upstream/cuda-tile-cpp-occupancy-hint.md), and the one-tile entry
 // must not pay for a path it never runs.

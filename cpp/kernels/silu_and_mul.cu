@@ -1,6 +1,8 @@
 // silu_and_mul: out (M, H) = silu(x[:, :H]) * x[:, H:] for x (M, 2H). The two halves are viewed as
 // (M, H) spans with row stride 2H (the second starting H elements in), so each has its own bounds and
-// the tail masking at column H is exact even when H is not a multiple of TN.
+// the tail masking at column H is exact even when H is not a multiple of TN. Three entry points per config:
+// generic, `_a16` (aligned) and `_exact` (aligned, TM divides M and TN divides H: each block views its own
+// three tiles with compile-time extents, no bounds checks; common.cuh, tr::tile_at).
 #include "common.cuh"
 
 template <int A, typename T, int TM, int TN>
