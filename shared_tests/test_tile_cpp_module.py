@@ -757,21 +757,24 @@ def _probe():
     return probe
 
 
-def test_probe_lists_every_kernel_twice_and_every_op():
+def test_probe_lists_every_twin_of_every_kernel_and_every_op():
     probe = _probe()
     assert set(probe.CASES) <= set(OP_NAMES)
     assert probe.case_of("softmax") == (SPECS["softmax"].bench_cases[0].dims, {})  # not listed: the spec's
     variants = probe._variants(list(OP_NAMES))
-    assert len(variants) == 2 * len(mod.kernels())
-    assert {(v["kernel"], v["a16"]) for v in variants} == {(k["name"], a) for k in mod.kernels()
-                                                              for a in (True, False)}
-    for v in variants:  # every probe case is a valid call of its kernel (attention takes D from it)
+    exact_ops = {*ROW_OPS, "silu_and_mul"}
+    assert {(v["kernel"], v["twin"]) for v in variants} == {
+        (k["name"], t) for k in mod.kernels() for t in ("exact", "a16", "generic")
+        if t != "exact" or k["op"] in exact_ops}
+    suffix = {"exact": "_exact", "a16": "_a16", "generic": ""}
+    for v in variants:  # every probe case is a valid call of its kernel and twin (attention takes D from it)
         case = probe._case(v)
         dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[v["dtype"]]
+        a16, host = probe.TWINS[v["twin"]]
         plan = mod.plan(v["kernel"], fakes(v["op"], case.dims, dtype), SPECS[v["op"]].full_params(case.params),
-                        a16=v["a16"])
+                        a16, host)
         assert plan["entry"] in (v["kernel"], v["kernel"] + "_loop")  # a row op's entry by N (see above)
-        assert plan["function"] == plan["entry"] + ("_a16" if v["a16"] else "")
+        assert plan["function"] == plan["entry"] + suffix[v["twin"]], (v, case.dims)
 
 
 @pytest.mark.skipif(mod.driver_status()[0], reason="a CUDA driver is present: this checks the no-GPU path")

@@ -8,7 +8,8 @@ another, so timings do not overlap. One line per variant:
 
     op dtype config twin status time metric   (status: ok / FAULT / WRONG / ERROR / TIMEOUT)
 
-twin: a16 (aligned body: TMA / 128-bit accesses) or generic (the unaligned body, forced with a16=False).
+twin: a16 (aligned body: TMA / 128-bit accesses), generic (the unaligned body, forced with a16=False), or for
+the row ops and silu_and_mul exact (the `_exact` body, compile-time extents: the case is cut to whole tiles).
 metric: TFLOP/s for matmul/bmm/attention, TB/s (fewest bytes moved) for the others.
 
     python3 tools/probe_tile_cpp.py --out probe.jsonl --max-seconds 200 [--ops matmul,bmm] [--sanitize]
@@ -50,15 +51,26 @@ def case_of(op: str) -> tuple[dict, dict]:
 FLOP_OPS = ("matmul", "bmm", "attention")
 
 
+# How each twin is asked for: mod.launch's a16 and host arguments (cpp/src/module.cpp, checked_plan).
+TWINS = {"exact": (None, {"EXACT": 1}), "a16": (True, {}), "generic": (False, {})}
+
+
+def has_exact(op: str) -> bool:
+    """Whether op's kernels have an `_exact` twin (cpp/kernels/common.cuh)."""
+    from tilerosetta.specs import get_spec
+
+    return get_spec(op).family == "rows" or op == "silu_and_mul"
+
+
 def _variants(ops):
     import tilerosetta_tile_cpp as mod
 
     out = []
     for k in mod.kernels():
         if k["op"] in ops:
-            for a16 in (True, False):
+            for twin in TWINS if has_exact(k["op"]) else ("a16", "generic"):
                 out.append({"kernel": k["name"], "op": k["op"], "dtype": k["dtype"], "config": k["config"],
-                            "a16": a16})
+                            "twin": twin})
     return out
 
 
@@ -73,6 +85,13 @@ def _case(v):
 
     if row_loop_refusal(v["op"], v["config"], dims):  # a wide tile has no chunk loop: rows of its own width
         dims["N"] = v["config"]["TN"]
+    if v["twin"] == "exact":  # whole tiles only: rows of exactly TN (silu: H a multiple of TN), M of TM
+        cfg = v["config"]
+        dims["M"] = max(cfg["TM"], dims["M"] // cfg["TM"] * cfg["TM"])
+        if "H" in dims:
+            dims["H"] = max(cfg["TN"], dims["H"] // cfg["TN"] * cfg["TN"])
+        else:
+            dims["N"] = cfg["TN"]
     return Case(dims, dict(params))
 
 
@@ -92,8 +111,11 @@ def run_one(v: dict, do_time: bool = True) -> dict:
     stream = torch.cuda.current_stream().cuda_stream
     res = dict(v, case=case.name)
 
+    a16, host = TWINS[v["twin"]]
+    res["function"] = mod.plan(v["kernel"], tensors, params, a16, host)["function"]
+
     def call():
-        mod.launch(v["kernel"], tensors, params, stream, a16=v["a16"])
+        mod.launch(v["kernel"], tensors, params, stream, a16, host)
 
     call()
     torch.cuda.synchronize()
@@ -144,7 +166,7 @@ def _run_child(v, timeout, do_time=True):
 
 def _fmt(r):
     cfg = ",".join(f"{k}{v}" for k, v in r["config"].items())
-    twin = "a16" if r["a16"] else "generic"
+    twin = r["twin"]
     t = f"{r['ms']:.4f}ms" if "ms" in r else "-"
     m = (f"{r['tflops']:.1f}TFLOP/s" if "tflops" in r else f"{r['tbps']:.2f}TB/s" if "tbps" in r else "-")
     extra = f" err={r['rel_error']:.2e}" if r.get("status") == "WRONG" else ""
@@ -159,8 +181,9 @@ def main(argv=None):
     ap.add_argument("--ops", default="", help="comma-separated ops (default: every op of the specs, the "
                                                 "compute-bound ones, GEMM/attention, first)")
     ap.add_argument("--dtypes", default="", help="comma-separated dtypes (default: all)")
-    ap.add_argument("--twins", choices=("both", "a16", "generic"), default="both",
-                    help="which body of each kernel: the aligned _a16 twin, the generic one, or both")
+    ap.add_argument("--twins", choices=("all", *TWINS), default="all",
+                    help="which body of each kernel: the _exact twin (row ops, silu_and_mul), the aligned _a16 "
+                         "twin, the generic one, or all")
     ap.add_argument("--timeout", type=float, default=90, help="seconds per variant")
     ap.add_argument("--sanitize", action="store_true", help="memcheck the first faulting variant")
     ap.add_argument("--one", help=argparse.SUPPRESS)
@@ -178,11 +201,12 @@ def main(argv=None):
     unknown = [o for o in ops if o not in OP_NAMES]
     if unknown:
         ap.error(f"--ops: unknown op(s) {unknown}; known: {list(OP_NAMES)}")
-    variants = sorted(_variants(ops), key=lambda v: (ops.index(v["op"]), v["dtype"], not v["a16"], v["kernel"]))
+    order = list(TWINS)
+    variants = sorted(_variants(ops), key=lambda v: (ops.index(v["op"]), v["dtype"], order.index(v["twin"]), v["kernel"]))
     if args.dtypes:
         variants = [v for v in variants if v["dtype"] in args.dtypes.split(",")]
-    if args.twins != "both":
-        variants = [v for v in variants if v["a16"] == (args.twins == "a16")]
+    if args.twins != "all":
+        variants = [v for v in variants if v["twin"] == args.twins]
     print(f"probe_tile_cpp: {len(variants)} variants, budget {args.max_seconds:.0f} s", flush=True)
     out = open(args.out, "w") if args.out else None
     start, first_fault, counts, skipped = time.time(), None, {}, 0
@@ -205,7 +229,7 @@ def main(argv=None):
         if tool is None:
             print("probe_tile_cpp: --sanitize: compute-sanitizer not on PATH", flush=True)
         else:
-            print(f"probe_tile_cpp: memcheck of {first_fault['kernel']} a16={first_fault['a16']}", flush=True)
+            print(f"probe_tile_cpp: memcheck of {first_fault['kernel']} twin={first_fault['twin']}", flush=True)
             try:
                 p = subprocess.run([tool, "--tool", "memcheck", *_child_cmd(first_fault, do_time=False)],
                                    capture_output=True, text=True, timeout=max(args.timeout, 300))
