@@ -338,8 +338,8 @@ void check_pointers(const KernelInfo& k, const Plan& plan, const std::vector<std
 // its range: attention's SPLIT_MIN_BLOCKS >= 1, EXACT 0 or 1 for an op with `_exact` twins (the "rows" family,
 // silu_and_mul). Any other key is refused by name.
 static void check_host_keys(const std::string& op, const py::dict& host) {
-  const bool rows = std::string(decl(op).family) == "rows" || op == "silu_and_mul";  // the ops with `_exact`
-  const char* takes = op == "attention" ? "SPLIT_MIN_BLOCKS" : rows ? "EXACT" : nullptr;
+  const bool exact_ops = std::string(decl(op).family) == "rows" || op == "silu_and_mul";  // ops with `_exact`
+  const char* takes = op == "attention" ? "SPLIT_MIN_BLOCKS" : exact_ops ? "EXACT" : nullptr;
   for (auto item : host) {
     std::string name = py::str(item.first);
     if (!takes || name != takes)
@@ -347,9 +347,9 @@ static void check_host_keys(const std::string& op, const py::dict& host) {
                                        (takes ? std::string(": expected ") + takes : std::string(": this op takes none"))};
     py::handle v = item.second;
     const bool is_int = py::isinstance<py::int_>(v) && !py::isinstance<py::bool_>(v);
-    if (rows && !(is_int && (v.cast<std::int64_t>() == 0 || v.cast<std::int64_t>() == 1)))
+    if (exact_ops && !(is_int && (v.cast<std::int64_t>() == 0 || v.cast<std::int64_t>() == 1)))
       throw ArgError{op, "config", name + " must be 0 or 1, got " + std::string(py::repr(v))};
-    if (!rows && !(is_int && v.cast<std::int64_t>() >= 1))
+    if (!exact_ops && !(is_int && v.cast<std::int64_t>() >= 1))
       throw ArgError{op, "config", name + " must be an int >= 1, got " + std::string(py::repr(v))};
   }
 }
