@@ -16,7 +16,7 @@ import torch
 
 from tilerosetta import backends
 from tilerosetta.harness import compare, make_case_tensors, reference
-from tilerosetta.specs import SPECS, Case, dtype_name
+from tilerosetta.specs import SPECS, Case, dtype_name, parse_dtype
 
 EXACT_OPS = (*(op for op in SPECS if SPECS[op].family == "rows"), "silu_and_mul")
 
@@ -41,7 +41,7 @@ def test_exact_twin_matches_the_reference_and_the_checked_twin(request, kernel):
     skip_or_fail_unavailable(request.config, backend)
     op, cfg = kernel["op"], dict(kernel["config"])
     spec = SPECS[op]
-    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[kernel["dtype"]]
+    dtype = parse_dtype(kernel["dtype"])
     case = Case({"M": 3 * cfg["TM"], "H": 2 * cfg["TN"]} if op == "silu_and_mul" else {"M": 3 * cfg["TM"], "N": cfg["TN"]})
     inputs, _ = make_case_tensors(spec, case, dtype, "cuda", seed=7)
     ref = reference(spec, case, inputs)

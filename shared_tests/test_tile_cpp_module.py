@@ -715,10 +715,9 @@ def _cuobjdump():
     return shutil.which("cuobjdump")
 
 
-@pytest.mark.parametrize("op", ["matmul", "bmm", "attention"])
-def test_sass_reads_no_device_descriptor_workspace(op, tmp_path):
-    # The same fault seen in the SASS: the device-side descriptor path loads its workspace base from the
-    # driver constant c[0x0][0x1c0] and writes descriptors with ATOMG + UTMACCTL.IV.
+def _sm90_functions(op, tmp_path):
+    """The SASS of each kernel in op's sm_90 cubin (cuobjdump -sass, one text per function, its name first);
+    skips where there is no cuobjdump or no sm_90 cubin."""
     import subprocess
 
     tool = _cuobjdump()
@@ -729,7 +728,14 @@ def test_sass_reads_no_device_descriptor_workspace(op, tmp_path):
     path = tmp_path / f"{op}.cubin"
     path.write_bytes(mod.cubin(op, "sm_90"))
     sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True).stdout
-    funcs = sass.split("Function : ")[1:]
+    return sass.split("Function : ")[1:]
+
+
+@pytest.mark.parametrize("op", ["matmul", "bmm", "attention"])
+def test_sass_reads_no_device_descriptor_workspace(op, tmp_path):
+    # The same fault seen in the SASS: the device-side descriptor path loads its workspace base from the
+    # driver constant c[0x0][0x1c0] and writes descriptors with ATOMG + UTMACCTL.IV.
+    funcs = _sm90_functions(op, tmp_path)
     # Two bodies per kernel; attention adds its split-KV `_combine` (attention.cu).
     per_kernel = 3 if op == "attention" else 2
     assert len(funcs) == per_kernel * len([k for k in mod.kernels() if k["op"] == op])
@@ -792,17 +798,7 @@ def test_exact_twins_have_no_bounds_branch_regions(op, tmp_path):
     # drops the bounds check that puts loads in BSSY branch regions. sm_90 SASS: no `_exact` kernel has more BSSY
     # regions than its `_a16` twin, and none at all outside softmax, whose `1 / sum` keeps one slow-path region
     # per row (at most TM).
-    import subprocess
-
-    tool = _cuobjdump()
-    if tool is None:
-        pytest.skip("no cuobjdump (neither triton's bundled one nor on PATH)")
-    if "sm_90" not in mod.ARCHS:
-        pytest.skip(f"module built without sm_90 (has {mod.ARCHS})")
-    path = tmp_path / f"{op}.cubin"
-    path.write_bytes(mod.cubin(op, "sm_90"))
-    sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True).stdout
-    bssy = {f.split()[0]: f.count(" BSSY ") for f in sass.split("Function : ")[1:]}
+    bssy = {f.split()[0]: f.count(" BSSY ") for f in _sm90_functions(op, tmp_path)}
     kernels = kernels_of(op)
     assert kernels and all(k["name"] + "_exact" in bssy for k in kernels), sorted(bssy)
     for k in kernels:

@@ -55,20 +55,14 @@ FLOP_OPS = ("matmul", "bmm", "attention")
 TWINS = {"exact": (None, {"EXACT": 1}), "a16": (True, {}), "generic": (False, {})}
 
 
-def has_exact(op: str) -> bool:
-    """Whether op's kernels have an `_exact` twin (cpp/kernels/common.cuh)."""
-    from tilerosetta.specs import get_spec
-
-    return get_spec(op).family == "rows" or op == "silu_and_mul"
-
-
 def _variants(ops):
     import tilerosetta_tile_cpp as mod
+    from tilerosetta.backends.tile_cpp import has_exact_twin
 
     out = []
     for k in mod.kernels():
         if k["op"] in ops:
-            for twin in TWINS if has_exact(k["op"]) else ("a16", "generic"):
+            for twin in TWINS if has_exact_twin(k["op"]) else ("a16", "generic"):
                 out.append({"kernel": k["name"], "op": k["op"], "dtype": k["dtype"], "config": k["config"],
                             "twin": twin})
     return out

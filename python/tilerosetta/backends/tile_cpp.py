@@ -100,11 +100,11 @@ def exact_twin(op: str, config: dict, dims: dict) -> bool:
     silu_and_mul: TM divides M and TN divides H); compile-time extents, no bounds branches
     (cpp/kernels/common.cuh, row_tiles / tile_at). The module decides it itself (make_plan in cpp/src/ops.cpp);
     this copy is for tools that read a cubin without launching, checked against it by test_tile_cpp_module.py."""
-    if config.get("EXACT", 1) != 1 or dims["M"] % config["TM"]:
+    if not has_exact_twin(op) or config.get("EXACT", 1) != 1 or dims["M"] % config["TM"]:
         return False
     if get_spec(op).family == "rows":
         return dims["N"] == config["TN"]
-    return op == "silu_and_mul" and dims["H"] % config["TN"] == 0
+    return dims["H"] % config["TN"] == 0  # silu_and_mul
 
 
 def _matmul_default(dtype, dims):
@@ -171,6 +171,11 @@ HOST_RANGE = {"SPLIT_MIN_BLOCKS": (1, None), "EXACT": (0, 1)}
 def host_keys(op: str) -> dict:
     """HOST_KEYS of the op, else of its family."""
     return HOST_KEYS.get(op) or HOST_KEYS.get(get_spec(op).family or "", {})
+
+
+def has_exact_twin(op: str) -> bool:
+    """Whether op's kernels have an `_exact` twin: the ops whose host keys hold EXACT."""
+    return "EXACT" in host_keys(op)
 
 
 def split_host(op: str, config: dict) -> tuple[dict, dict]:
