@@ -176,11 +176,14 @@ def test_extension_refuses_bad_raw_arguments():
     args[6] = {"BLOCK": 1000}
     with pytest.raises(ValueError, match=r"argument 'config': tile size BLOCK=1000"):
         ext.validate(*args)
-    args[6] = {"OCC": 3}
-    with pytest.raises(ValueError, match=r"argument 'config': hint OCC=3"):
+    args[6] = {"OCC": 33}
+    with pytest.raises(ValueError, match=r"argument 'config': hint OCC=33"):
         ext.validate(*args)
-    args[6] = {"OCC": 2, "W": 4}
-    assert ext.validate(*args) == {"BLOCK": 1024, "OCC": 2, "W": 4}
+    args[6] = {"W": 3}  # worker warps: a power of two; occupancy any count (3 below)
+    with pytest.raises(ValueError, match=r"argument 'config': hint W=3 must be 0 \(none\) or a power of two"):
+        ext.validate(*args)
+    args[6] = {"OCC": 3, "W": 4}
+    assert ext.validate(*args) == {"BLOCK": 1024, "OCC": 3, "W": 4}
 
 
 @needs_ext

@@ -69,24 +69,24 @@ def run_child(fake_driver, tmp_path, kinds, kernel, shapes, dtype, params, strea
 
 
 def test_launch_passes_grid_block_stream_and_parameters(fake_driver, tmp_path):
-    result, log = run_child(fake_driver, tmp_path, "pppiif", "rms_norm_fp16_4_512_4",
+    result, log = run_child(fake_driver, tmp_path, "pppiif", "rms_norm_fp16_4_512_4_0",
                             [[257, 4099], [4099], [257, 4099]], "float16", {"eps": 0.25}, stream=123456)
     assert result == "ok", result
     assert log[0] == "load 7f454c46 class=2 machine=190"  # an ELF64 CUDA cubin
-    assert log[1] == "function rms_norm_fp16_4_512_4_loop"  # N = 4099 > TN: the multi-chunk entry, generic twin
+    assert log[1] == "function rms_norm_fp16_4_512_4_0_loop"  # N = 4099 > TN: the multi-chunk entry, generic twin
     assert log[2] == ("launch grid=65,1,1 block=1,1,1 shared=0 stream=123456 "
                       "params=p:1073741824 p:2147483648 p:3221225472 i:257 i:4099 f:0.25 ")
 
 
 @pytest.mark.parametrize("n, function", [
-    (4096, "layer_norm_bf16_1_4096_4_exact"),  # the row is the tile: the one-tile entry, its whole-tile twin
-    (4088, "layer_norm_bf16_1_4096_4_a16"),  # narrower, 16-byte strided: the one-tile entry's aligned twin
-    (2052, "layer_norm_bf16_1_4096_4"),  # narrower and not 16-byte strided: its generic twin
-    (4104, "layer_norm_bf16_1_4096_4_loop_a16"),  # wider than the tile: the multi-chunk entry
-    (4097, "layer_norm_bf16_1_4096_4_loop"),
+    (4096, "layer_norm_bf16_1_4096_4_0_exact"),  # the row is the tile: the one-tile entry, its whole-tile twin
+    (4088, "layer_norm_bf16_1_4096_4_0_a16"),  # narrower, 16-byte strided: the one-tile entry's aligned twin
+    (2052, "layer_norm_bf16_1_4096_4_0"),  # narrower and not 16-byte strided: its generic twin
+    (4104, "layer_norm_bf16_1_4096_4_0_loop_a16"),  # wider than the tile: the multi-chunk entry
+    (4097, "layer_norm_bf16_1_4096_4_0_loop"),
 ])
 def test_row_op_launches_the_entry_its_row_width_needs(fake_driver, tmp_path, n, function):
-    result, log = run_child(fake_driver, tmp_path, "ppppiif", "layer_norm_bf16_1_4096_4",
+    result, log = run_child(fake_driver, tmp_path, "ppppiif", "layer_norm_bf16_1_4096_4_0",
                             [[5, n], [n], [n], [5, n]], "bfloat16", {"eps": 1e-5})
     assert result == "ok", result
     assert log[1] == f"function {function}"

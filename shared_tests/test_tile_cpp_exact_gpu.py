@@ -2,9 +2,10 @@
 
 `_exact` (cpp/kernels/common.cuh, tr::row_tiles / tr::tile_at) views each block's tile at a base the kernel
 computes, with compile-time extents, and the module launches it only where every block's tile is whole (row
-ops: N == TN, TM divides M; silu_and_mul: TM divides M, TN divides H; config key EXACT, default 1). A wrong
-base offset would read or write another block's tile, so each config runs 3 x 2 tiles' worth (rows of exactly
-TN on 3 * TM rows; silu_and_mul 3 * TM rows of H = 2 * TN), against the spec's reference and with EXACT 0 (the
+ops: N == TN, TM divides M; silu_and_mul: TM divides M, TN divides H; rope: TS divides S, TD divides D/2; config
+key EXACT, default 1). A wrong base offset would read or write another block's tile, so each config runs 3 x 2
+tiles' worth (rows of exactly TN on 3 * TM rows; silu_and_mul 3 * TM rows of H = 2 * TN; rope 3 * TS positions of
+D = 4 * TD, two heads), against the spec's reference and with EXACT 0 (the
 `_a16` twin) on the same inputs; the plan must name the twin the test means. Needs a CUDA GPU with the built
 module.
 """
@@ -18,7 +19,7 @@ from tilerosetta import backends
 from tilerosetta.harness import compare, make_case_tensors, reference
 from tilerosetta.specs import SPECS, Case, dtype_name, parse_dtype
 
-EXACT_OPS = (*(op for op in SPECS if SPECS[op].family == "rows"), "silu_and_mul")
+EXACT_OPS = (*(op for op in SPECS if SPECS[op].family == "rows"), "silu_and_mul", "rope")
 
 
 def _kernels():
@@ -34,7 +35,7 @@ def test_exact_twin_matches_the_reference_and_the_checked_twin(request, kernel):
     from conftest import skip_or_fail_unavailable
 
     if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU: launches the tile_cpp row kernels")
+        pytest.skip("needs a CUDA GPU: launches the tile_cpp kernels")
     import tilerosetta_tile_cpp as mod
 
     backend = backends.get("tile_cpp")
@@ -42,7 +43,12 @@ def test_exact_twin_matches_the_reference_and_the_checked_twin(request, kernel):
     op, cfg = kernel["op"], dict(kernel["config"])
     spec = SPECS[op]
     dtype = parse_dtype(kernel["dtype"])
-    case = Case({"M": 3 * cfg["TM"], "H": 2 * cfg["TN"]} if op == "silu_and_mul" else {"M": 3 * cfg["TM"], "N": cfg["TN"]})
+    if op == "rope":
+        case = Case({"B": 1, "H": 2, "S": 3 * cfg["TS"], "D": 4 * cfg["TD"]})
+    elif op == "silu_and_mul":
+        case = Case({"M": 3 * cfg["TM"], "H": 2 * cfg["TN"]})
+    else:
+        case = Case({"M": 3 * cfg["TM"], "N": cfg["TN"]})
     inputs, _ = make_case_tensors(spec, case, dtype, "cuda", seed=7)
     ref = reference(spec, case, inputs)
     params = {k: v for k, v in spec.full_params(case.params).items() if v is not None}

@@ -87,8 +87,8 @@ def test_cubin_is_a_cuda_elf_holding_every_kernel(op, arch):
         # a row op's multi-chunk entry too, exactly where its chunk is narrow enough (tr_kernels.h)
         loop = SPECS[op].family == "rows" and k["config"]["TN"] <= mod.ROW_LOOP_MAX_TN
         # and the `_exact` twin (whole tiles, compile-time extents: cpp/kernels/common.cuh) of a row op's one-tile
-        # entry and of silu_and_mul
-        rows = SPECS[op].family == "rows" or op == "silu_and_mul"
+        # entry, of silu_and_mul and of rope
+        rows = SPECS[op].family == "rows" or op in ("silu_and_mul", "rope")
         for e in ("", "_loop"):
             for a in ("", "_a16", "_exact"):
                 name = k["name"] + e + a
@@ -117,7 +117,7 @@ def refused(kernel, tensors, params=None, *, op, arg, exc=ValueError, match=""):
 def test_refuses_wrong_dtype():
     x, out = fakes("softmax", {"M": 17, "N": 129})
     out.dtype = torch.float16
-    refused("softmax_fp32_1_1024_4", [x, out], op="softmax", arg="out", match="fp16")
+    refused("softmax_fp32_1_1024_4_0", [x, out], op="softmax", arg="out", match="fp16")
     a, b, o = fakes("vector_add", {"N": 7}, torch.float64)
     refused("vector_add_fp32_1024", [a, b, o], op="vector_add", arg="a", match="float64")
 
@@ -179,7 +179,7 @@ def test_a_property_that_raises_is_reported():
 def test_refuses_wrong_shape_and_rank():
     x, out = fakes("softmax", {"M": 17, "N": 129})
     out.shape = (17, 128)
-    refused("softmax_fp32_1_1024_4", [x, out], op="softmax", arg="out", match="N=128")
+    refused("softmax_fp32_1_1024_4_0", [x, out], op="softmax", arg="out", match="N=128")
     x, out = fakes("silu_and_mul", {"M": 3, "H": 7})
     x.shape, x._strides = (3, 15), (15, 1)  # not 2*H
     refused("silu_and_mul_fp32_4_256", [x, out], op="silu_and_mul", arg="x", match="expected shape")
@@ -202,8 +202,8 @@ def test_refuses_non_contiguous_cpu_and_non_tensor():
 
 def test_refuses_bad_params_and_head_dim():
     x, w, out = fakes("rms_norm", {"M": 3, "N": 7})
-    refused("rms_norm_fp32_1_1024_4", [x, w, out], {}, op="rms_norm", arg="eps", match="missing")
-    refused("rms_norm_fp32_1_1024_4", [x, w, out], {"eps": "x"}, op="rms_norm", arg="eps", exc=TypeError)
+    refused("rms_norm_fp32_1_1024_4_0", [x, w, out], {}, op="rms_norm", arg="eps", match="missing")
+    refused("rms_norm_fp32_1_1024_4_0", [x, w, out], {"eps": "x"}, op="rms_norm", arg="eps", exc=TypeError)
     q = fakes("attention", {"B": 1, "H": 2, "S": 17, "D": 128}, torch.float16)
     refused("attention_fp16_64_128_64_8", q, {"causal": False, "scale": None}, op="attention", arg="q",
             match="D=128")
@@ -216,9 +216,9 @@ def test_refuses_param_values_the_spec_refuses():
     (specs/base.py): no str -> float conversion, no truthiness for causal, eps/scale finite and > 0."""
     x, w, out = fakes("rms_norm", {"M": 3, "N": 7})
     for eps in (True, "1e-5", [1e-5]):
-        refused("rms_norm_fp32_1_1024_4", [x, w, out], {"eps": eps}, op="rms_norm", arg="eps", exc=TypeError)
+        refused("rms_norm_fp32_1_1024_4_0", [x, w, out], {"eps": eps}, op="rms_norm", arg="eps", exc=TypeError)
     for eps in (0.0, -1e-5, float("nan"), float("inf")):
-        refused("rms_norm_fp32_1_1024_4", [x, w, out], {"eps": eps}, op="rms_norm", arg="eps", match="> 0")
+        refused("rms_norm_fp32_1_1024_4_0", [x, w, out], {"eps": eps}, op="rms_norm", arg="eps", match="> 0")
     q = fakes("attention", {"B": 1, "H": 2, "S": 17, "D": 64}, torch.float16)
     for causal in ("false", "yes", 1, None):
         refused("attention_fp16_64_128_64_8", q, {"causal": causal, "scale": None}, op="attention",
@@ -229,7 +229,7 @@ def test_refuses_param_values_the_spec_refuses():
 
 def test_unknown_kernel_is_refused():
     with pytest.raises(ValueError, match="unknown kernel"):
-        mod.plan("softmax_fp32_3_3_4", fakes("softmax", {"M": 1, "N": 1}), {})
+        mod.plan("softmax_fp32_3_3_4_0", fakes("softmax", {"M": 1, "N": 1}), {})
 
 
 # ---- launch plans: grid and scalar arguments --------------------------------------------------------
@@ -238,7 +238,7 @@ def test_unknown_kernel_is_refused():
     ("vector_add_fp32_1024", "vector_add", {"N": 1}, {}, (1, 1, 1), [1]),
     # One flat grid axis x wherever a count could pass grid y's 65535 (issue 16): the kernels unflatten it.
     ("transpose_fp32_32_32", "transpose", {"M": 300, "N": 1000}, {}, (10 * 32, 1, 1), [300, 1000]),
-    ("softmax_fp32_4_512_4", "softmax", {"M": 257, "N": 4099}, {}, (65, 1, 1), [257, 4099]),
+    ("softmax_fp32_4_512_4_0", "softmax", {"M": 257, "N": 4099}, {}, (65, 1, 1), [257, 4099]),
     ("silu_and_mul_fp32_4_256", "silu_and_mul", {"M": 257, "H": 4099}, {}, (65 * 17, 1, 1), [257, 4099]),
     ("rope_fp32_16_64_4", "rope", {"B": 2, "H": 3, "S": 17, "D": 128}, {}, (2 * 6, 1, 1), [17, 128]),
     # matmul/bmm: x is batch entry * tiles + the output-tile index (swizzled in the kernel)
@@ -340,7 +340,7 @@ def test_plan_attention_split_min_blocks_is_a_host_key():
         assert "tile_cpp.attention: argument 'config'" in str(e.value)
     rows = fakes("rms_norm", {"M": 4, "N": 512}, torch.float16)
     with pytest.raises(ValueError, match="unknown host-side config key 'SPLIT_MIN_BLOCKS': expected EXACT"):
-        mod.plan("rms_norm_fp16_4_512_4", rows, {"eps": 1e-6}, None, {"SPLIT_MIN_BLOCKS": 1})
+        mod.plan("rms_norm_fp16_4_512_4_0", rows, {"eps": 1e-6}, None, {"SPLIT_MIN_BLOCKS": 1})
     with pytest.raises(ValueError, match="this op takes none"):
         mod.plan("vector_add_fp16_1024", fakes("vector_add", {"N": 64}, torch.float16), {}, None, {"EXACT": 1})
 
@@ -348,7 +348,7 @@ def test_plan_attention_split_min_blocks_is_a_host_key():
 def test_plan_rows_exact_is_a_host_key():
     """A row op's EXACT (host: it picks the twin, no kernel of its own): 1 (the default) launches `_exact` where
     every block's tile is whole, 0 keeps `_a16`; anything but 0 or 1 is refused, named."""
-    kernel, params = "rms_norm_fp16_4_512_4", {"eps": 1e-6}
+    kernel, params = "rms_norm_fp16_4_512_4_0", {"eps": 1e-6}
     whole, ragged = fakes("rms_norm", {"M": 8, "N": 512}, torch.float16), fakes("rms_norm", {"M": 6, "N": 512}, torch.float16)
     assert mod.plan(kernel, whole, params)["function"] == kernel + "_exact"
     assert mod.plan(kernel, whole, params, None, {"EXACT": 1})["function"] == kernel + "_exact"
@@ -373,6 +373,26 @@ def test_plan_silu_and_mul_takes_exact_only_for_whole_tiles():
     assert not exact_twin("silu_and_mul", {**cfg, "EXACT": 0}, {"M": 4, "H": 2048})
     with pytest.raises(ValueError, match="EXACT must be 0 or 1"):
         mod.plan(kernel, fakes("silu_and_mul", {"M": 4, "H": 2048}, torch.bfloat16), {}, None, {"EXACT": 3})
+
+
+def test_plan_rope_takes_exact_only_for_whole_tiles():
+    """rope's `_exact` twin: TS divides S and TD divides D/2 (every chunk of every block whole), aligned, EXACT 1."""
+    from tilerosetta.backends.tile_cpp import exact_twin
+
+    kernel, cfg = "rope_bf16_32_64_4", {"TS": 32, "TD": 64, "OCC": 4}
+    for dims, exact in (({"B": 1, "H": 2, "S": 64, "D": 128}, True), ({"B": 2, "H": 1, "S": 64, "D": 256}, True),
+                        ({"B": 1, "H": 2, "S": 48, "D": 128}, False), ({"B": 1, "H": 2, "S": 64, "D": 96}, False),
+                        ({"B": 1, "H": 2, "S": 64, "D": 64}, False)):
+        plan = mod.plan(kernel, fakes("rope", dims, torch.bfloat16), {})
+        assert plan["aligned"] and plan["function"] == kernel + ("_exact" if exact else "_a16"), (dims, plan)
+        assert exact_twin("rope", cfg, dims) == exact, dims
+        assert mod.plan(kernel, fakes("rope", dims, torch.bfloat16), {}, None, {"EXACT": 0})["function"] == kernel + "_a16"
+    unaligned = fakes("rope", {"B": 1, "H": 1, "S": 64, "D": 128}, torch.bfloat16)
+    unaligned[-1]._ptr = (1 << 20) + 2
+    assert mod.plan(kernel, unaligned, {})["function"] == kernel  # whole tiles, but not aligned: generic
+    assert not exact_twin("rope", {**cfg, "EXACT": 0}, {"S": 64, "D": 128})
+    with pytest.raises(ValueError, match=r"tile_cpp\.rope: argument 'config': EXACT must be 0 or 1"):
+        mod.plan(kernel, fakes("rope", {"B": 1, "H": 1, "S": 64, "D": 128}, torch.bfloat16), {}, None, {"EXACT": 2})
 
 
 def test_adapter_configs_carry_the_host_keys():
@@ -404,7 +424,7 @@ def test_adapter_configs_carry_the_host_keys():
     assert {c["EXACT"] for c in space} == {0, 1} and len(space) == 2 * len(kernels_of("rms_norm", "bf16"))
     b.set_config("rms_norm", torch.bfloat16, {"TM": 1, "TN": 4096, "OCC": 4, "EXACT": 0})
     try:
-        assert b.kernel_for("rms_norm", torch.bfloat16, rows) == "rms_norm_bf16_1_4096_4"
+        assert b.kernel_for("rms_norm", torch.bfloat16, rows) == "rms_norm_bf16_1_4096_4_0"
         assert b.host_config("rms_norm", torch.bfloat16, rows) == {"EXACT": 0}
     finally:
         b.set_config("rms_norm", torch.bfloat16, None)
@@ -432,14 +452,14 @@ def test_attention_default_config_takes_16_row_tiles_for_decode():
     ("vector_add_fp16_1024", "vector_add", {"N": 4099}, torch.float16, 1 << 20, False),  # prime length
     ("transpose_fp32_32_32", "transpose", {"M": 8, "N": 12}, torch.float32, 1 << 20, True),
     ("transpose_fp32_32_32", "transpose", {"M": 1, "N": 12}, torch.float32, 1 << 20, False),  # M = out's row stride
-    ("softmax_bf16_1_1024_4", "softmax", {"M": 1, "N": 4096}, torch.bfloat16, 1 << 20, True),
-    ("softmax_bf16_1_1024_4", "softmax", {"M": 4096, "N": 4095}, torch.bfloat16, 1 << 20, False),
+    ("softmax_bf16_1_1024_4_0", "softmax", {"M": 1, "N": 4096}, torch.bfloat16, 1 << 20, True),
+    ("softmax_bf16_1_1024_4_0", "softmax", {"M": 4096, "N": 4095}, torch.bfloat16, 1 << 20, False),
     ("silu_and_mul_fp16_4_256", "silu_and_mul", {"M": 3, "H": 8}, torch.float16, 1 << 20, True),
     ("silu_and_mul_fp16_4_256", "silu_and_mul", {"M": 3, "H": 12}, torch.float16, 1 << 20, False),  # 2nd half offset
     ("rope_bf16_16_64_4", "rope", {"B": 1, "H": 2, "S": 5, "D": 128}, torch.bfloat16, 1 << 20, True),
     ("rope_bf16_16_64_4", "rope", {"B": 1, "H": 2, "S": 5, "D": 24}, torch.bfloat16, 1 << 20, False),  # D/2 = 12
-    ("add_rms_norm_bf16_1_1024_4", "add_rms_norm", {"M": 2, "N": 4096}, torch.bfloat16, 1 << 20, True),
-    ("add_rms_norm_bf16_1_1024_4", "add_rms_norm", {"M": 2, "N": 4100}, torch.bfloat16, 1 << 20, False),
+    ("add_rms_norm_bf16_1_1024_4_0", "add_rms_norm", {"M": 2, "N": 4096}, torch.bfloat16, 1 << 20, True),
+    ("add_rms_norm_bf16_1_1024_4_0", "add_rms_norm", {"M": 2, "N": 4100}, torch.bfloat16, 1 << 20, False),
     ("attention_fp16_64_128_64_8", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, 1 << 20, True),
     ("attention_fp16_64_128_64_8", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, (1 << 20) + 8, False),
 ])
@@ -518,17 +538,17 @@ def test_python_mirror_knows_the_modules_widest_loop():
 
 
 def test_plan_layer_norm_eps():
-    plan = mod.plan("layer_norm_fp16_1_1024_4", fakes("layer_norm", {"M": 3, "N": 7}, torch.float16), {"eps": 1e-5})
+    plan = mod.plan("layer_norm_fp16_1_1024_4_0", fakes("layer_norm", {"M": 3, "N": 7}, torch.float16), {"eps": 1e-5})
     assert plan["floats"][0] == pytest.approx(1e-5)
 
 
 def test_plan_add_rms_norm_passes_m_n_then_eps():
-    plan = mod.plan("add_rms_norm_fp32_1_1024_4", fakes("add_rms_norm", {"M": 3, "N": 7}), {"eps": 1e-5})
+    plan = mod.plan("add_rms_norm_fp32_1_1024_4_0", fakes("add_rms_norm", {"M": 3, "N": 7}), {"eps": 1e-5})
     assert plan["ints"] == [3, 7] and plan["dims"] == {"M": 3, "N": 7}
     assert plan["floats"][0] == pytest.approx(1e-5) and plan["grid"][0] == 3
     # the two outputs are checked like the inputs: a short `sum` is refused before any launch
     x, r, w, s, out = fakes("add_rms_norm", {"M": 3, "N": 7})
-    refused("add_rms_norm_fp32_1_1024_4", [x, r, w, FakeTensor((2, 7)), out], {"eps": 1e-5}, op="add_rms_norm",
+    refused("add_rms_norm_fp32_1_1024_4_0", [x, r, w, FakeTensor((2, 7)), out], {"eps": 1e-5}, op="add_rms_norm",
             arg="sum", match="has M=2 but 'x' has M=3")
 
 
@@ -768,7 +788,7 @@ def test_probe_lists_every_twin_of_every_kernel_and_every_op():
     assert set(probe.CASES) <= set(OP_NAMES)
     assert probe.case_of("softmax") == (SPECS["softmax"].bench_cases[0].dims, {})  # not listed: the spec's
     variants = probe._variants(list(OP_NAMES))
-    exact_ops = {*ROW_OPS, "silu_and_mul"}
+    exact_ops = {*ROW_OPS, "silu_and_mul", "rope"}
     assert {(v["kernel"], v["twin"]) for v in variants} == {
         (k["name"], t) for k in mod.kernels() for t in ("exact", "a16", "generic")
         if t != "exact" or k["op"] in exact_ops}
@@ -792,7 +812,7 @@ def test_probe_child_reports_an_error_not_a_fault_without_gpu():
     assert "FAULT" not in probe._fmt(r) and "vector_add" in probe._fmt(r)
 
 
-@pytest.mark.parametrize("op", [*ROW_OPS, "silu_and_mul"])
+@pytest.mark.parametrize("op", [*ROW_OPS, "silu_and_mul", "rope"])
 def test_exact_twins_have_no_bounds_branch_regions(op, tmp_path):
     # The reason for `_exact` (cpp/kernels/common.cuh, row_tiles / tile_at): with compile-time extents tileiras
     # drops the bounds check that puts loads in BSSY branch regions. sm_90 SASS: no `_exact` kernel has more BSSY
@@ -805,3 +825,27 @@ def test_exact_twins_have_no_bounds_branch_regions(op, tmp_path):
         exact, a16 = bssy[k["name"] + "_exact"], bssy[k["name"] + "_a16"]
         most = k["config"]["TM"] if op == "softmax" else 0
         assert exact <= a16 and exact <= most, f"{k['name']}_exact: {exact} BSSY regions (_a16: {a16}; at most {most})"
+
+
+@pytest.mark.parametrize("op", ROW_OPS)
+def test_row_worker_warps_hint_gives_256_threads_without_spills(op, tmp_path):
+    # W 8 (num_worker_warps_per_cta) is why the wide row configs exist (cpp/include/tr_kernels.h): 256 threads share
+    # the row, at the register budget OCC leaves them, without spilling, for the op's bench rows (sm_90 `_exact`
+    # twins, the ones the bench launches; a norm's 16384 tile, w beside the row, spills and no bench row uses it;
+    # W 0 stays at the compiler's 128 threads).
+    import sys
+    from pathlib import Path
+
+    _sm90_functions(op, tmp_path)  # the same skips (no cuobjdump, no sm_90)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repro"))
+    from sass_stats import stats
+
+    found = stats(str(tmp_path / f"{op}.cubin"))
+    kernels, widest = kernels_of(op), max(c.dims["N"] for c in SPECS[op].bench_cases)
+    assert any(k["config"]["W"] == 8 for k in kernels), f"{op}: no W 8 config instantiated"
+    for k in kernels:
+        row = found[k["name"] + "_exact"]
+        want = 256 if k["config"]["W"] == 8 else 128
+        assert row["threads"] == want, f"{k['name']}_exact: {row['threads']} threads, expected {want}"
+        if k["config"]["W"] == 8 and k["config"]["TN"] <= widest:
+            assert row.get("LOCAL", 0) == 0 and row.get("STL", 0) == 0, f"{k['name']}_exact spills: {row}"

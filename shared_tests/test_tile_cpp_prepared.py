@@ -51,10 +51,10 @@ G = 1 << 30
 
 def test_later_launches_carry_their_own_pointers_and_stream(fake_driver, tmp_path):
     shapes = [[257, 4099], [4099], [257, 4099]]
-    result, log = run_child(fake_driver, tmp_path, "pppiif", "rms_norm_fp16_4_512_4", shapes, "float16",
+    result, log = run_child(fake_driver, tmp_path, "pppiif", "rms_norm_fp16_4_512_4_0", shapes, "float16",
                             {"eps": 0.25}, [[[5 * G, 6 * G, 7 * G], 11], [[8 * G, 9 * G, 10 * G], 22]])
-    assert result == ["prepared rms_norm_fp16_4_512_4_loop", "ok", "ok"], result
-    assert [line for line in log if line.startswith("function")] == ["function rms_norm_fp16_4_512_4_loop"]
+    assert result == ["prepared rms_norm_fp16_4_512_4_0_loop", "ok", "ok"], result
+    assert [line for line in log if line.startswith("function")] == ["function rms_norm_fp16_4_512_4_0_loop"]
     launches = [line for line in log if line.startswith("launch")]
     assert launches == [
         f"launch grid=65,1,1 block=1,1,1 shared=0 stream=11 params=p:{5 * G} p:{6 * G} p:{7 * G} i:257 i:4099 f:0.25 ",

@@ -23,7 +23,7 @@ def test_the_rows_family_is_the_four_row_ops():
 @pytest.mark.parametrize("op", ROW_OPS)
 @pytest.mark.parametrize("tn", [512, 1024, 4096])
 def test_rows_wider_than_the_tile_take_the_loop_entry(op, tn):
-    name, cfg = f"{op}_bf16_1_{tn}_4", {"TM": 1, "TN": tn, "OCC": 4}
+    name, cfg = f"{op}_bf16_1_{tn}_4_0", {"TM": 1, "TN": tn, "OCC": 4, "W": 0}
     for n in (1, tn - 1, tn):
         assert row_entry(op, name, cfg, {"M": 3, "N": n}) == name
     for n in (tn + 1, tn + 8, 4 * tn):
@@ -34,7 +34,7 @@ def test_rows_wider_than_the_tile_take_the_loop_entry(op, tn):
 @pytest.mark.parametrize("tn", [8192, 16384])
 def test_wide_tiles_have_no_loop_so_wider_rows_are_refused(op, tn):
     # Their chunk loop is not compiled (TR_ROW_LOOP_MAX_TN, cpp/include/tr_kernels.h): the row must fit.
-    name, cfg, b = f"{op}_bf16_1_{tn}_2", {"TM": 1, "TN": tn, "OCC": 2}, TileCppBackend()
+    name, cfg, b = f"{op}_bf16_1_{tn}_2_0", {"TM": 1, "TN": tn, "OCC": 2, "W": 0}, TileCppBackend()
     assert row_entry(op, name, cfg, {"M": 3, "N": tn}) == name
     assert b.config_refusal(op, torch.bfloat16, {"M": 3, "N": tn}, cfg) is None
     with pytest.raises(ValueError, match=rf"tile_cpp\.{op}: argument 'x': rows of N={tn + 1} columns .*TN={tn}"):

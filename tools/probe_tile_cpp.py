@@ -9,7 +9,7 @@ another, so timings do not overlap. One line per variant:
     op dtype config twin status time metric   (status: ok / FAULT / WRONG / ERROR / TIMEOUT)
 
 twin: a16 (aligned body: TMA / 128-bit accesses), generic (the unaligned body, forced with a16=False), or for
-the row ops and silu_and_mul exact (the `_exact` body, compile-time extents: the case is cut to whole tiles).
+the row ops, silu_and_mul and rope exact (the `_exact` body, compile-time extents: the case is cut to whole tiles).
 metric: TFLOP/s for matmul/bmm/attention, TB/s (fewest bytes moved) for the others.
 
     python3 tools/probe_tile_cpp.py --out probe.jsonl --max-seconds 200 [--ops matmul,bmm] [--sanitize]
@@ -79,8 +79,11 @@ def _case(v):
 
     if row_loop_refusal(v["op"], v["config"], dims):  # a wide tile has no chunk loop: rows of its own width
         dims["N"] = v["config"]["TN"]
-    if v["twin"] == "exact":  # whole tiles only: rows of exactly TN (silu: H a multiple of TN), M of TM
-        cfg = v["config"]
+    cfg = v["config"]
+    if v["twin"] == "exact" and v["op"] == "rope":  # whole tiles: S a multiple of TS, D/2 of TD
+        dims["S"] = max(cfg["TS"], dims["S"] // cfg["TS"] * cfg["TS"])
+        dims["D"] = 2 * max(cfg["TD"], dims["D"] // 2 // cfg["TD"] * cfg["TD"])
+    elif v["twin"] == "exact":  # whole tiles only: rows of exactly TN (silu: H a multiple of TN), M of TM
         dims["M"] = max(cfg["TM"], dims["M"] // cfg["TM"] * cfg["TM"])
         if "H" in dims:
             dims["H"] = max(cfg["TN"], dims["H"] // cfg["TN"] * cfg["TN"])

@@ -25,17 +25,22 @@
 
 // The "rows" family (OpSpec.family = "rows": softmax and the norms): TM rows per block, TN
 // columns per chunk (looped over N; a row with N <= TN is loaded once), OCC the occupancy hint (see
-// common.cuh: without it 255 registers, 1 CTA/SM). The adapter takes the smallest single-chunk TN >= N up
-// to 16384, else the looped 1 x 1024. Each member's TR_<OP>_KERNELS is generated (tr_families.h).
+// common.cuh: without it 255 registers, 1 CTA/SM), W the worker-warps hint (0: the compiler's 4). The adapter
+// takes the smallest single-chunk TN >= N up to 16384, else the looped 1 x 1024. Each member's
+// TR_<OP>_KERNELS is generated (tr_families.h).
 #define TR_ROW_KERNELS_T(X, op, dt, CT) \
-  X(op, dt, CT, 1, 1024, 4) X(op, dt, CT, 4, 512, 4) X(op, dt, CT, 1, 4096, 4) \
-  X(op, dt, CT, 1, 8192, 4) X(op, dt, CT, 1, 8192, 2) X(op, dt, CT, 1, 16384, 2)
+  X(op, dt, CT, 1, 1024, 4, 0) X(op, dt, CT, 4, 512, 4, 0) X(op, dt, CT, 1, 4096, 4, 0) \
+  X(op, dt, CT, 1, 8192, 4, 0) X(op, dt, CT, 1, 8192, 2, 0) X(op, dt, CT, 1, 16384, 2, 0)
 // 16-bit also two rows per block at 4096 and 8192: softmax's loads are then issued back to back (sm_90 SASS:
 // 8 / 16 LDG.E.128 in one batch; one row per block puts each in its own bounds branch region; rms_norm's
 // stay in regions), and layer_norm's 8192 row fits 215 registers without the spills of 1 x 8192 OCC 4.
 // H200: the tuned tile of softmax 32768x4096 and add_rms_norm 16384x4096 (bench/GAPS.md).
+// And 8 worker warps (256 threads) on the wide rows: a 16384 row per 128 threads takes 255 registers, 2 CTAs
+// and 8 warps per SM, each warp's exp and reductions over 128 values in series; with W 8 and OCC 3 it is 80
+// registers, no spills, 3 CTAs and 24 warps per SM (sm_90 SASS; layer_norm 1 x 8192 the same: 72 registers).
 #define TR_ROW_KERNELS_16(X, op, dt, CT) \
-  TR_ROW_KERNELS_T(X, op, dt, CT) X(op, dt, CT, 2, 4096, 4) X(op, dt, CT, 2, 8192, 2)
+  TR_ROW_KERNELS_T(X, op, dt, CT) X(op, dt, CT, 2, 4096, 4, 0) X(op, dt, CT, 2, 8192, 2, 0) \
+  X(op, dt, CT, 1, 16384, 3, 8) X(op, dt, CT, 1, 8192, 3, 8) X(op, dt, CT, 2, 4096, 4, 8)
 // The multi-chunk loop (`<name>_loop`, launched for rows wider than TN) is compiled for chunks of at most
 // TR_ROW_LOOP_MAX_TN columns; wider configs hold only their one-tile entries (a row of N <= TN). A 8192- or
 // 16384-column chunk loop cost most of the row ops' compile time (tileiras 13.4, sm_90 rms_norm: 184 s with
@@ -53,7 +58,7 @@
 #define TR_FAMILY_ROWS_KERNELS(X, op) \
   TR_ROW_KERNELS_T(X, op, fp32, float) TR_ROW_KERNELS_16(X, op, fp16, __half) \
   TR_ROW_KERNELS_16(X, op, bf16, __nv_bfloat16)
-#define TR_FAMILY_ROWS_CONFIG_KEYS "TM", "TN", "OCC"
+#define TR_FAMILY_ROWS_CONFIG_KEYS "TM", "TN", "OCC", "W"
 
 // silu_and_mul: TM x TN output tile
 #define TR_SILU_AND_MUL_KERNELS(X) \

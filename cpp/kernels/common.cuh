@@ -42,9 +42,10 @@ __tile__ inline auto strided_rows(T* base, int rows, int cols, int ld) {
 __tile__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // A body's A argument: false / 0 the generic body, true / 1 the `_a16` twin (pointers 16-byte aligned, row
-// strides multiples of 16 bytes), kExact the `_exact` twin of a "rows" family one-tile body (TR_ROW_ENTRIES)
-// or of silu_and_mul: the `_a16` facts and every block's tile wholly inside the tensor (rows: N == TN and TM
-// divides M; silu_and_mul: TM divides M and TN divides H), which the module checked (ops.cpp, make_plan).
+// strides multiples of 16 bytes), kExact the `_exact` twin of a "rows" family one-tile body (TR_ROW_ENTRIES),
+// of silu_and_mul or of rope: the `_a16` facts and every block's tile wholly inside the tensor (rows: N == TN
+// and TM divides M; silu_and_mul: TM divides M and TN divides H; rope: TS divides S and TD divides D/2), which
+// the module checked (ops.cpp, make_plan).
 inline constexpr int kExact = 2;
 
 // A (1 or kExact): tell the compiler the pointer is 16-byte aligned (the module checked it).
@@ -77,7 +78,7 @@ __tile__ inline auto row_tiles(T* p, int M, int N, unsigned i) {
 }
 
 // The TM x TN tile whose first element is p[at], its rows ld elements apart, as a view with compile-time extents
-// (load tile (0, 0) of it): for a tile the module proved whole (silu_and_mul's `_exact` twin; as row_tiles).
+// (load tile (0, 0) of it): for a tile the module proved whole (silu_and_mul's and rope's `_exact` twins; as row_tiles).
 template <int TM, int TN, typename T>
 __tile__ inline auto tile_at(T* p, long long at, int ld) {
   using E = ct::extents<int, TM, TN>;
@@ -141,14 +142,15 @@ __tile__ inline void store_any(const View& v, const Tile& t, I... at) {
 #define TR_HINT_OCC_0
 #define TR_HINT_OCC_1 [[cutile::hint(0, occupancy = 1)]]
 #define TR_HINT_OCC_2 [[cutile::hint(0, occupancy = 2)]]
+#define TR_HINT_OCC_3 [[cutile::hint(0, occupancy = 3)]]
 #define TR_HINT_OCC_4 [[cutile::hint(0, occupancy = 4)]]
 #define TR_HINT_OCC_8 [[cutile::hint(0, occupancy = 8)]]
 #define TR_HINT_W_0
 #define TR_HINT_W_4 [[cutile::hint(0, num_worker_warps_per_cta = 4)]]
 #define TR_HINT_W_8 [[cutile::hint(0, num_worker_warps_per_cta = 8)]]
 
-// The symbols of one "rows" family config (softmax and the norms), E(symbol, OCC, body, A, CT, TM, TN)
-// defining one: `name` and `name_a16` run the one-tile body (the whole row in one TN tile, N <= TN),
+// The symbols of one "rows" family config (softmax and the norms), E(symbol, HINTS, body, A, CT, TM, TN)
+// defining one (HINTS: TR_ROW_HINTS(OCC, W), the config's kernel hints): `name` and `name_a16` run the one-tile body (the whole row in one TN tile, N <= TN),
 // `name_exact` the same body for calls whose rows are exactly TN wide and whose M is a multiple of TM
 // (tr::row_tiles: no bounds branches), `name_loop` and `name_loop_a16` the multi-chunk body (any N), only
 // where TN <= TR_ROW_LOOP_MAX_TN (tr_kernels.h says why). The module launches `_loop` only when N > TN (cpp/src/ops.cpp, row_entry). One
@@ -157,11 +159,12 @@ __tile__ inline void store_any(const View& v, const Tile& t, I... at) {
 // must not pay for a path it never runs.
 #define TR_CAT_(a, b) a##b
 #define TR_CAT(a, b) TR_CAT_(a, b)
-#define TR_ROW_LOOPS_0(E, name, OCC, chunks, CT, TM, TN)
-#define TR_ROW_LOOPS_1(E, name, OCC, chunks, CT, TM, TN) \
-  E(name##_loop, OCC, chunks, false, CT, TM, TN) E(name##_loop_a16, OCC, chunks, true, CT, TM, TN)
-#define TR_ROW_ENTRIES(E, name, OCC, one, chunks, CT, TM, TN)                                      \
+#define TR_ROW_HINTS(OCC, W) TR_HINT_OCC_##OCC TR_HINT_W_##W
+#define TR_ROW_LOOPS_0(E, name, H, chunks, CT, TM, TN)
+#define TR_ROW_LOOPS_1(E, name, H, chunks, CT, TM, TN) \
+  E(name##_loop, H, chunks, false, CT, TM, TN) E(name##_loop_a16, H, chunks, true, CT, TM, TN)
+#define TR_ROW_ENTRIES(E, name, OCC, W, one, chunks, CT, TM, TN)                                   \
   static_assert(TR_ROW_LOOP_##TN == ((TN) <= TR_ROW_LOOP_MAX_TN), "TR_ROW_LOOP_" #TN " disagrees with TR_ROW_LOOP_MAX_TN"); \
-  E(name, OCC, one, false, CT, TM, TN) E(name##_a16, OCC, one, true, CT, TM, TN)                 \
-  E(name##_exact, OCC, one, tr::kExact, CT, TM, TN)                                                \
-  TR_CAT(TR_ROW_LOOPS_, TR_ROW_LOOP_##TN)(E, name, OCC, chunks, CT, TM, TN)
+  E(name, TR_ROW_HINTS(OCC, W), one, false, CT, TM, TN) E(name##_a16, TR_ROW_HINTS(OCC, W), one, true, CT, TM, TN) \
+  E(name##_exact, TR_ROW_HINTS(OCC, W), one, tr::kExact, CT, TM, TN)                               \
+  TR_CAT(TR_ROW_LOOPS_, TR_ROW_LOOP_##TN)(E, name, TR_ROW_HINTS(OCC, W), chunks, CT, TM, TN)

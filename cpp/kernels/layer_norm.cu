@@ -62,12 +62,13 @@ __tile__ void layer_norm_chunks(T* x, T* w, T* b, T* out, int M, int N, float ep
   }
 }
 
-// OCC: the occupancy hint (common.cuh). ENTRY: one of the four symbols of a config (TR_ROW_ENTRIES).
-#define ENTRY(name, OCC, body, A, CT, TM, TN)                                                      \
-  extern "C" TR_HINT_OCC_##OCC __tile_global__ void name(CT* x, CT* w, CT* b, CT* out, int M, int N, \
+// OCC, W: the occupancy and worker-warps hints (common.cuh), HINTS both as attributes. ENTRY: one of the symbols
+// of a config (TR_ROW_ENTRIES).
+#define ENTRY(name, HINTS, body, A, CT, TM, TN)                                                    \
+  extern "C" HINTS __tile_global__ void name(CT* x, CT* w, CT* b, CT* out, int M, int N, \
                                                          float eps) {                              \
     body<A, CT, TM, TN>(x, w, b, out, M, N, eps);                                                  \
   }
-#define X(op, dt, CT, TM, TN, OCC) \
-  TR_ROW_ENTRIES(ENTRY, op##_##dt##_##TM##_##TN##_##OCC, OCC, layer_norm_one_tile, layer_norm_chunks, CT, TM, TN)
+#define X(op, dt, CT, TM, TN, OCC, W) \
+  TR_ROW_ENTRIES(ENTRY, op##_##dt##_##TM##_##TN##_##OCC##_##W, OCC, W, layer_norm_one_tile, layer_norm_chunks, CT, TM, TN)
 TR_LAYER_NORM_KERNELS(X)

@@ -43,12 +43,12 @@ __tile__ void softmax_chunks(T* x, T* out, int M, int N) {
   }
 }
 
-// OCC: the occupancy hint (CTAs per SM the register budget is cut for; 0 = the compiler's choice).
-// ENTRY: one of the four symbols of a config (TR_ROW_ENTRIES).
-#define ENTRY(name, OCC, body, A, CT, TM, TN)                                                      \
-  extern "C" TR_HINT_OCC_##OCC __tile_global__ void name(CT* x, CT* out, int M, int N) {         \
+// OCC, W: the occupancy and worker-warps hints (common.cuh; 0 = the compiler's choice), HINTS both as attributes.
+// ENTRY: one of the symbols of a config (TR_ROW_ENTRIES).
+#define ENTRY(name, HINTS, body, A, CT, TM, TN)                                                    \
+  extern "C" HINTS __tile_global__ void name(CT* x, CT* out, int M, int N) {         \
     body<A, CT, TM, TN>(x, out, M, N);                                                             \
   }
-#define X(op, dt, CT, TM, TN, OCC) \
-  TR_ROW_ENTRIES(ENTRY, op##_##dt##_##TM##_##TN##_##OCC, OCC, softmax_one_tile, softmax_chunks, CT, TM, TN)
+#define X(op, dt, CT, TM, TN, OCC, W) \
+  TR_ROW_ENTRIES(ENTRY, op##_##dt##_##TM##_##TN##_##OCC##_##W, OCC, W, softmax_one_tile, softmax_chunks, CT, TM, TN)
 TR_SOFTMAX_KERNELS(X)

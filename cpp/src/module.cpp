@@ -86,7 +86,7 @@ py::dict kernel_dict(const tr::KernelInfo& k) {
   return d;
 }
 
-// a16: None = the best twin the call allows (the default: `_exact` for a row op's or silu_and_mul's call whose
+// a16: None = the best twin the call allows (the default: `_exact` for a row op's, silu_and_mul's or rope's call whose
 // tiles are all whole, unless host EXACT is 0, else `_a16` when aligned), False = always the generic body, True = the `_a16` twin or a ValueError. The probe
 // (tools/probe_tile_cpp.py) uses it to time and check each twin on its own.
 tr::Plan checked_plan(const tr::KernelInfo& k, const py::sequence& tensors, const py::dict& params,
@@ -250,7 +250,7 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
   }, py::arg("kernel"), py::arg("tensors"), py::arg("params") = py::dict(), py::arg("a16") = py::none(),
      py::arg("host") = py::dict(),
      "Check a call and return its launch plan without launching (no GPU needed). a16: None picks the "
-     "best twin the call allows (`_exact` for a row op or silu_and_mul when every block's tile is whole, else "
+     "best twin the call allows (`_exact` for a row op, silu_and_mul or rope when every block's tile is whole, else "
      "`_a16` when aligned), False forces the generic body, True requires the `_a16` twin. host: as prepare().");
 
   py::class_<Prepared>(m, "Prepared",
@@ -274,7 +274,7 @@ PYBIND11_MODULE(tilerosetta_tile_cpp, m) {
      py::arg("host") = py::dict(),
      "Check a call as launch() does (no GPU needed) and keep its plan: a Prepared to launch later calls of the "
      "same signature with their own data pointers. host: config keys that size the launch without a kernel of "
-     "their own (attention: SPLIT_MIN_BLOCKS, default 4; the row ops and silu_and_mul: EXACT 0 or 1, default 1).");
+     "their own (attention: SPLIT_MIN_BLOCKS, default 4; the row ops, silu_and_mul and rope: EXACT 0 or 1, default 1).");
 
   m.def("launch", &launch, py::arg("kernel"), py::arg("tensors"), py::arg("params"), py::arg("stream"),
         py::arg("a16") = py::none(), py::arg("host") = py::dict(),

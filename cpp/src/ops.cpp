@@ -334,11 +334,16 @@ void check_pointers(const KernelInfo& k, const Plan& plan, const std::vector<std
   check_no_overlap(op, k.dtype, args);
 }
 
+// Whether op's kernels have an `_exact` twin (the "rows" family's one-tile entries, silu_and_mul, rope).
+static bool has_exact(const std::string& op) {
+  return std::string(decl(op).family) == "rows" || op == "silu_and_mul" || op == "rope";
+}
+
 // make_plan's `host` keys: the ones an op takes (the adapter's HOST_KEYS, backends/tile_cpp.py), each an int in
-// its range: attention's SPLIT_MIN_BLOCKS >= 1, EXACT 0 or 1 for an op with `_exact` twins (the "rows" family,
-// silu_and_mul). Any other key is refused by name.
+// its range: attention's SPLIT_MIN_BLOCKS >= 1, EXACT 0 or 1 for an op with `_exact` twins (has_exact). Any
+// other key is refused by name.
 static void check_host_keys(const std::string& op, const py::dict& host) {
-  const bool exact_ops = std::string(decl(op).family) == "rows" || op == "silu_and_mul";  // ops with `_exact`
+  const bool exact_ops = has_exact(op);
   const char* takes = op == "attention" ? "SPLIT_MIN_BLOCKS" : exact_ops ? "EXACT" : nullptr;
   for (auto item : host) {
     std::string name = py::str(item.first);
@@ -516,10 +521,15 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
   // A call whose every block's tile is whole takes the `_exact` twin: the `_a16` body on views with
   // compile-time extents, no bounds branches (cpp/kernels/common.cuh, row_tiles / tile_at), and no TMA; host
   // EXACT=0 keeps the `_a16` twin (a config choice: add_rms_norm's `_a16` loads by TMA). Whole: a row op's
-  // one-tile entry on rows of exactly TN, or silu_and_mul, with TM dividing M (and TN dividing H).
-  const bool whole = std::string(decl(op).family) == "rows"
-                         ? plan.entry == k.name && dm["N"] == k.get("TN") && dm["M"] % k.get("TM") == 0
-                         : op == "silu_and_mul" && dm["M"] % k.get("TM") == 0 && dm["H"] % k.get("TN") == 0;
+  // one-tile entry on rows of exactly TN, or silu_and_mul, with TM dividing M (and TN dividing H); rope with
+  // TS dividing S and TD dividing D/2.
+  bool whole = false;
+  if (std::string(decl(op).family) == "rows")
+    whole = plan.entry == k.name && dm["N"] == k.get("TN") && dm["M"] % k.get("TM") == 0;
+  else if (op == "silu_and_mul")
+    whole = dm["M"] % k.get("TM") == 0 && dm["H"] % k.get("TN") == 0;
+  else if (op == "rope")
+    whole = dm["S"] % k.get("TS") == 0 && (dm["D"] / 2) % k.get("TD") == 0;
   if (exact_allowed && plan.aligned && whole) plan.function = plan.entry + "_exact";
   if (plan.grid[1] > 65535 || plan.grid[2] > 65535)
     throw ArgError{op, sig.tensors[0].first, "grid (" + std::to_string(plan.grid[0]) + ", " +

@@ -77,8 +77,8 @@ std::vector<std::string> op_arguments(const std::string& op);
 
 // Checks tensors (duck typed: data_ptr(), shape, stride(), dtype, device) and params against the op's
 // signature and the kernel's dtype/config, and computes the launch plan. `host`: the config keys that size
-// the launch but compile nothing (attention's SPLIT_MIN_BLOCKS, split_plan's min_blocks; EXACT of the row ops
-// and silu_and_mul, whether whole tiles take the `_exact` twin); any other key is refused. Throws ArgError.
+// the launch but compile nothing (attention's SPLIT_MIN_BLOCKS, split_plan's min_blocks; EXACT of the row ops,
+// silu_and_mul and rope, whether whole tiles take the `_exact` twin); any other key is refused. Throws ArgError.
 Plan make_plan(const KernelInfo& k, const pybind11::sequence& tensors, const pybind11::dict& params,
                const pybind11::dict& host = pybind11::dict());
 

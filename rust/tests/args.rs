@@ -114,7 +114,8 @@ fn config_overrides_are_checked() {
         ("BLOCK", 100, "power of two"),
         ("BLOCK", 1 << 17, "power of two"),
         ("TILE", 64, "unknown"),
-        ("OCC", 3, "hint OCC=3"),
+        ("OCC", 33, "hint OCC=33"),
+        ("W", 3, "hint W=3"),
         ("W", 64, "hint W=64"),
         ("OCC", -1, "hint OCC=-1"),
     ] {
@@ -168,16 +169,11 @@ fn default_tables_cover_every_op_and_are_in_their_space() {
             for cfg in config::config_space(op, dtype) {
                 let keys: Vec<&str> = cfg.iter().map(|(k, _)| *k).collect();
                 assert_eq!(keys, config::param_names(op), "{op}");
-                for (k, v) in &cfg {
-                    let pow2 = *v > 0 && v & (v - 1) == 0;
-                    let ok = if config::HINTS.contains(k) {
-                        *v == 0 || pow2
-                    } else if config::FLAGS.contains(k) {
-                        *v == 0 || *v == 1
-                    } else {
-                        pow2
-                    };
-                    assert!(ok, "{op}: {cfg:?}");
+                // Every entry passes the checks a caller's config passes (resolve: tile sizes powers of two,
+                // hints and switches in their ranges).
+                let given: Vec<(String, i64)> = cfg.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+                if let Err(e) = config::resolve(op, dtype, &[], &given) {
+                    panic!("{op}: {cfg:?}: {}", e.message);
                 }
             }
         }

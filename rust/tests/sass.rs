@@ -304,6 +304,10 @@ fn resource_table() {
         ("rms_norm", DType::BF16, vec![4096, 8192], vec![("TMA", 0)]),
         ("layer_norm", DType::BF16, vec![16384, 4096], vec![("TMA", 0)]),
         ("layer_norm", DType::BF16, vec![4096, 8192], vec![("TMA", 0)]),
+        // Without TMA, 8 worker warps (256 threads; config_space's W 8 rows).
+        ("softmax", DType::BF16, vec![4096, 16384], vec![("TMA", 0), ("OCC", 3), ("W", 8)]),
+        ("layer_norm", DType::BF16, vec![4096, 8192], vec![("TMA", 0), ("OCC", 3), ("W", 8)]),
+        ("layer_norm", DType::BF16, vec![16384, 4096], vec![("TMA", 0), ("BR", 2), ("OCC", 4), ("W", 8)]),
     ];
     let mut all: Vec<_> = cases.drain(..).map(|(o, d, x)| (o, d, x, vec![])).collect();
     all.append(&mut alternatives);

@@ -9,14 +9,15 @@ runs at call time.
 Tile sizes are template arguments: the module holds a small table of instantiated configs per op and
 dtype (cpp/include/tr_kernels.h). This adapter chooses among them: DEFAULTS below (by op, dtype and
 problem size, merged with tuned_configs.json by Backend), or whatever `set_config` forced (sweeps). Some configs carry compiler hints
-as keys too: OCC (occupancy) for the row ops and rope, W (worker warps) for matmul/bmm/attention.
+as keys too: OCC (occupancy) for the row ops and rope, W (worker warps) for the row ops and matmul/bmm/attention.
 
 Each config is compiled twice, generic and `_a16` (pointers 16-byte aligned, row strides multiples of
 16 bytes: TMA and 128-bit loads); the module picks the twin per call from the tensors, so the adapter
 never has to (cpp/README.md). A "rows" family config (softmax and the norms) has two entry points, the
 one-tile `<name>` for rows of N <= TN and the multi-chunk `<name>_loop` for wider rows, and the module
 picks that per call too (row_entry below mirrors it for `tilerosetta inspect`); the one-tile body has a third
-twin, `_exact`, for aligned calls whose every block's tile is whole, as silu_and_mul has (exact_twin below).
+twin, `_exact`, for aligned calls whose every block's tile is whole, as silu_and_mul and rope have (exact_twin
+below).
 """
 
 from __future__ import annotations
@@ -54,17 +55,18 @@ def _row_default(dtype, dims, widest=8192):
     # row spills, so fp32 stops at 8192 (occupancy 2); the norms keep w (and b) beside the row and spill
     # at 16384 even in 16-bit, so the family default stops at 8192 (`widest`; softmax goes to 16384);
     # wider rows loop.
+    # W 0: the compiler's 4 worker warps (the 8-warp configs are the sweep's to pick, tr_kernels.h).
     n = dims.get("N", 1 << 30)
     if n <= 512:
-        return {"TM": 4, "TN": 512, "OCC": 4}
+        return {"TM": 4, "TN": 512, "OCC": 4, "W": 0}
     if dtype == torch.float32:
         single = ((1024, 4), (4096, 4), (8192, 2))
     else:
         single = tuple(c for c in ((1024, 4), (4096, 4), (8192, 4), (16384, 2)) if c[0] <= widest)
     for tn, occ in single:
         if n <= tn:
-            return {"TM": 1, "TN": tn, "OCC": occ}
-    return {"TM": 1, "TN": 1024, "OCC": 4}
+            return {"TM": 1, "TN": tn, "OCC": occ, "W": 0}
+    return {"TM": 1, "TN": 1024, "OCC": 4, "W": 0}
 
 
 # The widest chunk that has the multi-chunk `_loop` entry (TR_ROW_LOOP_MAX_TN in cpp/include/tr_kernels.h says
@@ -97,10 +99,15 @@ def row_entry(op: str, kernel: str, config: dict, dims: dict) -> str:
 def exact_twin(op: str, config: dict, dims: dict) -> bool:
     """Whether a 16-byte aligned call of `op` with this config takes the `_exact` twin, unless the config's host
     key EXACT is 0: every block's tile whole (a "rows" family op's one-tile entry: N == TN and TM divides M;
-    silu_and_mul: TM divides M and TN divides H); compile-time extents, no bounds branches
-    (cpp/kernels/common.cuh, row_tiles / tile_at). The module decides it itself (make_plan in cpp/src/ops.cpp);
-    this copy is for tools that read a cubin without launching, checked against it by test_tile_cpp_module.py."""
-    if not has_exact_twin(op) or config.get("EXACT", 1) != 1 or dims["M"] % config["TM"]:
+    silu_and_mul: TM divides M and TN divides H; rope: TS divides S and TD divides D/2); compile-time extents, no
+    bounds branches (cpp/kernels/common.cuh, row_tiles / tile_at). The module decides it itself (make_plan in
+    cpp/src/ops.cpp); this copy is for tools that read a cubin without launching, checked against it by
+    test_tile_cpp_module.py."""
+    if not has_exact_twin(op) or config.get("EXACT", 1) != 1:
+        return False
+    if op == "rope":
+        return dims["S"] % config["TS"] == 0 and (dims["D"] // 2) % config["TD"] == 0
+    if dims["M"] % config["TM"]:
         return False
     if get_spec(op).family == "rows":
         return dims["N"] == config["TN"]
@@ -160,10 +167,10 @@ CALL_FIXED = {"attention": ("D",)}  # template arguments fixed by the call's sha
 # Config keys the module takes per call, not per kernel (prepare's `host`), by op or family: they pick or size
 # the launch and compile nothing; the values a sweep tries, the first the default. attention's
 # SPLIT_MIN_BLOCKS is split-KV's least key tiles per chunk (kernels/attention_split.py split_plan); EXACT (row
-# ops, silu_and_mul) says whether an aligned call whose every block's tile is whole takes the `_exact` twin
+# ops, silu_and_mul, rope) says whether an aligned call whose every block's tile is whole takes the `_exact` twin
 # (exact_twin above; 0 keeps `_a16`, which loads add_rms_norm's rows by TMA).
 HOST_KEYS = {"attention": {"SPLIT_MIN_BLOCKS": (MIN_SPLIT_BLOCKS, 2, 1)}, "rows": {"EXACT": (1, 0)},
-             "silu_and_mul": {"EXACT": (1, 0)}}
+             "silu_and_mul": {"EXACT": (1, 0)}, "rope": {"EXACT": (1, 0)}}
 # The values the module accepts for each host key (ops.cpp, check_host_keys): (least, most or None).
 HOST_RANGE = {"SPLIT_MIN_BLOCKS": (1, None), "EXACT": (0, 1)}
 
