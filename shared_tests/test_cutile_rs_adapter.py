@@ -248,6 +248,13 @@ def test_tile_tables():
     assert b.default_config("attention", torch.bfloat16, att) == {**builtin("attention", "bf16", att), **(tuned or {})}
     assert any(c["OCC"] != 0 for c in b.config_space("softmax", FP32)), "the sweep space varies OCC"
     assert any(c["W"] == 8 for c in b.config_space("bmm", torch.bfloat16)), "the sweep space varies W"
+    # Every entry of the sweep space is a config set_config takes (a sweep sets each: OCC 3 was refused once).
+    for c in b.config_space("softmax", torch.bfloat16):
+        b.check_config("softmax", torch.bfloat16, c)
+    assert any(c["OCC"] == 3 and c["W"] == 8 for c in b.config_space("softmax", torch.bfloat16))
+    for bad in ({"OCC": -1}, {"BN": "4096"}, {"W": True}):
+        with pytest.raises(ValueError, match=r"cutile_rs\.softmax: config values must be non-negative ints"):
+            b.check_config("softmax", torch.bfloat16, bad)
     b.set_config("vector_add", FP32, {"BLOCK": 256})
     assert b.request("vector_add", (torch.zeros(4),) * 3, {})[6] == {"BLOCK": 256}
     with pytest.raises(ValueError, match="unknown config key"):
