@@ -78,7 +78,8 @@ __tile__ inline auto row_tiles(T* p, int M, int N, unsigned i) {
 }
 
 // The TM x TN tile whose first element is p[at], its rows ld elements apart, as a view with compile-time extents
-// (load tile (0, 0) of it): for a tile the module proved whole (silu_and_mul's and rope's `_exact` twins; as row_tiles).
+// (load tile (0, 0) of it): for a tile the module proved whole (silu_and_mul's and rope's `_exact` twins; as
+// row_tiles).
 template <int TM, int TN, typename T>
 __tile__ inline auto tile_at(T* p, long long at, int ld) {
   using E = ct::extents<int, TM, TN>;
@@ -150,7 +151,8 @@ __tile__ inline void store_any(const View& v, const Tile& t, I... at) {
 #define TR_HINT_W_8 [[cutile::hint(0, num_worker_warps_per_cta = 8)]]
 
 // The symbols of one "rows" family config (softmax and the norms), E(symbol, HINTS, body, A, CT, TM, TN)
-// defining one (HINTS: TR_ROW_HINTS(OCC, W), the config's kernel hints): `name` and `name_a16` run the one-tile body (the whole row in one TN tile, N <= TN),
+// defining one (HINTS: TR_ROW_HINTS(OCC, W), the config's kernel hints): `name` and `name_a16` run the one-tile
+// body (the whole row in one TN tile, N <= TN),
 // `name_exact` the same body for calls whose rows are exactly TN wide and whose M is a multiple of TM
 // (tr::row_tiles: no bounds branches), `name_loop` and `name_loop_a16` the multi-chunk body (any N), only
 // where TN <= TR_ROW_LOOP_MAX_TN (tr_kernels.h says why). The module launches `_loop` only when N > TN (cpp/src/ops.cpp, row_entry). One

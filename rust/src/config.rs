@@ -291,7 +291,8 @@ pub fn resolve(op: &str, dtype: DType, dims: &[(&str, i64)], given: &[(String, i
             let any = slot.0 == "OCC";
             if !(*value == 0 || ((pow2 || (any && *value >= 1)) && *value <= MAX_HINT)) {
                 let what = if any { "an int" } else { "a power of two" };
-                return Err(ArgError::new(op, "config", format!("hint {name}={value} must be 0 (none) or {what} in [1, {MAX_HINT}]")));
+                let msg = format!("hint {name}={value} must be 0 (none) or {what} in [1, {MAX_HINT}]");
+                return Err(ArgError::new(op, "config", msg));
             }
         } else if !(pow2 && *value <= MAX_TILE) {
             return Err(ArgError::new(op, "config", format!("tile size {name}={value} must be a power of two in [1, {MAX_TILE}]")));
