@@ -735,11 +735,9 @@ def _cuobjdump():
     return shutil.which("cuobjdump")
 
 
-def _sm90_functions(op, tmp_path):
-    """The SASS of each kernel in op's sm_90 cubin (cuobjdump -sass, one text per function, its name first);
-    skips where there is no cuobjdump or no sm_90 cubin."""
-    import subprocess
-
+def _sm90_cubin(op, tmp_path):
+    """(cuobjdump, the path of op's sm_90 cubin written under tmp_path); skips where there is no cuobjdump or no
+    sm_90 cubin."""
     tool = _cuobjdump()
     if tool is None:
         pytest.skip("no cuobjdump (neither triton's bundled one nor on PATH)")
@@ -747,6 +745,14 @@ def _sm90_functions(op, tmp_path):
         pytest.skip(f"module built without sm_90 (has {mod.ARCHS})")
     path = tmp_path / f"{op}.cubin"
     path.write_bytes(mod.cubin(op, "sm_90"))
+    return tool, path
+
+
+def _sm90_functions(op, tmp_path):
+    """The SASS of each kernel in op's sm_90 cubin (cuobjdump -sass, one text per function, its name first)."""
+    import subprocess
+
+    tool, path = _sm90_cubin(op, tmp_path)
     sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True).stdout
     return sass.split("Function : ")[1:]
 
@@ -836,11 +842,11 @@ def test_row_worker_warps_hint_gives_256_threads_without_spills(op, tmp_path):
     import sys
     from pathlib import Path
 
-    _sm90_functions(op, tmp_path)  # the same skips (no cuobjdump, no sm_90)
+    _tool, path = _sm90_cubin(op, tmp_path)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repro"))
-    from sass_stats import stats
+    from sass_stats import stats  # its own cuobjdump runs: resources, .nv.info and SASS per kernel
 
-    found = stats(str(tmp_path / f"{op}.cubin"))
+    found = stats(str(path))
     kernels, widest = kernels_of(op), max(c.dims["N"] for c in SPECS[op].bench_cases)
     assert any(k["config"]["W"] == 8 for k in kernels), f"{op}: no W 8 config instantiated"
     for k in kernels:
