@@ -99,7 +99,7 @@ COMBINE_KINDS = "pppp" "ii"  # m_ws l_ws acc_ws out; R n_split
 
 def test_attention_parameters(fake_driver, tmp_path):
     shape = [2, 3, 300, 64]
-    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_128_64_8", [shape] * 4,
+    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_128_64_8_0", [shape] * 4,
                             "bfloat16", {"causal": True, "scale": 0.5})
     assert result == "ok", result
     assert not any(line.startswith(("alloc", "free")) for line in log)  # one split: no workspace
@@ -115,7 +115,7 @@ def test_attention_grouped_heads_decode_parameters(fake_driver, tmp_path):
     # q (2, 8, 1, 64) against a 300-key cache of 2 K/V heads: G = 4 heads packed into one 4-row set per K/V
     # head; 300 keys are too few to split (kernels/attention_split.py: under 2 chunks of 4 key tiles).
     q, kv = [2, 8, 1, 64], [2, 2, 300, 64]
-    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_128_64_8", [q, kv, kv, q],
+    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_128_64_8_0", [q, kv, kv, q],
                             "bfloat16", {"causal": True, "scale": None})
     assert result == "ok", result
     grid, params = log[2].split(" block=")[0], log[2].split("params=")[1].split()
@@ -128,10 +128,10 @@ def test_attention_split_kv_allocates_launches_the_combine_and_frees_on_the_stre
     # 132 SMs, so the keys split: min(ceil(4099 / 512), ceil(264 / 2)) = 9 splits of 512 keys (4 key tiles).
     q, kv = [1, 8, 1, 64], [1, 2, 4099, 64]
     result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS + "|" + COMBINE_KINDS,
-                            "attention_bf16_64_16_128_0", [q, kv, kv, q], "bfloat16", {"causal": True, "scale": None},
+                            "attention_bf16_64_16_128_0_0", [q, kv, kv, q], "bfloat16", {"causal": True, "scale": None},
                             stream=77)
     assert result == "ok", result
-    assert log[1:3] == ["function attention_bf16_64_16_128_0_a16", "function attention_bf16_64_16_128_0_combine"]
+    assert log[1:3] == ["function attention_bf16_64_16_128_0_0_a16", "function attention_bf16_64_16_128_0_0_combine"]
     rows = 2 * 9 * 16  # row sets x splits x (one 16-row tile per row set)
     base = 0x7000000000
     assert log[3] == f"alloc {rows * 4 * (2 + 64)} stream=77 -> {base}"  # m, l (rows) and acc (rows x D), fp32
@@ -150,7 +150,7 @@ def test_attention_split_kv_allocates_launches_the_combine_and_frees_on_the_stre
 def test_attention_split_plan_uses_the_device_sm_count(fake_driver, tmp_path):
     # The same call on a 2-SM device: its 2 row tiles already fill it, so no split and no workspace.
     q, kv = [1, 8, 1, 64], [1, 2, 4099, 64]
-    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_16_128_0", [q, kv, kv, q],
+    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_16_128_0_0", [q, kv, kv, q],
                             "bfloat16", {"causal": True, "scale": None}, TR_FAKE_SMS="2")
     assert result == "ok", result
     assert log[2].startswith("launch grid=2,1,1") and "i:1 i:33 " in log[2], log[2]  # n_split 1, 33 key tiles
@@ -159,7 +159,7 @@ def test_attention_split_plan_uses_the_device_sm_count(fake_driver, tmp_path):
 
 def test_attention_workspace_allocation_failure_is_reported(fake_driver, tmp_path):
     q, kv = [1, 8, 1, 64], [1, 2, 4099, 64]
-    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_16_128_0", [q, kv, kv, q],
+    result, log = run_child(fake_driver, tmp_path, ATTENTION_KINDS, "attention_bf16_64_16_128_0_0", [q, kv, kv, q],
                             "bfloat16", {"causal": True, "scale": None}, TR_FAKE_FAIL="cuMemAllocAsync")
     assert result.startswith("RuntimeError: tile_cpp.attention: cuMemAllocAsync(") and "failed" in result, result
     assert not any(line.startswith("launch") for line in log)

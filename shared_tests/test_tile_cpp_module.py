@@ -205,7 +205,7 @@ def test_refuses_bad_params_and_head_dim():
     refused("rms_norm_fp32_1_1024_4_0", [x, w, out], {}, op="rms_norm", arg="eps", match="missing")
     refused("rms_norm_fp32_1_1024_4_0", [x, w, out], {"eps": "x"}, op="rms_norm", arg="eps", exc=TypeError)
     q = fakes("attention", {"B": 1, "H": 2, "S": 17, "D": 128}, torch.float16)
-    refused("attention_fp16_64_128_64_8", q, {"causal": False, "scale": None}, op="attention", arg="q",
+    refused("attention_fp16_64_128_64_8_0", q, {"causal": False, "scale": None}, op="attention", arg="q",
             match="D=128")
     r = fakes("rope", {"B": 1, "H": 1, "S": 3, "D": 5})
     refused("rope_fp32_16_64_4", r, op="rope", arg="q", match="even")
@@ -221,9 +221,9 @@ def test_refuses_param_values_the_spec_refuses():
         refused("rms_norm_fp32_1_1024_4_0", [x, w, out], {"eps": eps}, op="rms_norm", arg="eps", match="> 0")
     q = fakes("attention", {"B": 1, "H": 2, "S": 17, "D": 64}, torch.float16)
     for causal in ("false", "yes", 1, None):
-        refused("attention_fp16_64_128_64_8", q, {"causal": causal, "scale": None}, op="attention",
+        refused("attention_fp16_64_128_64_8_0", q, {"causal": causal, "scale": None}, op="attention",
                 arg="causal", exc=TypeError, match="bool")
-    refused("attention_fp16_64_128_64_8", q, {"causal": True, "scale": -0.5}, op="attention", arg="scale",
+    refused("attention_fp16_64_128_64_8_0", q, {"causal": True, "scale": -0.5}, op="attention", arg="scale",
             match="> 0")
 
 
@@ -257,13 +257,13 @@ def test_plan_grid(kernel, op, dims, params, grid, ints):
 
 def test_plan_attention_scale_and_causal():
     q = fakes("attention", {"B": 2, "H": 3, "S": 300, "D": 128}, torch.bfloat16)
-    plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": True, "scale": None})
+    plan = mod.plan("attention_bf16_128_128_64_0_0", q, {"causal": True, "scale": None})
     assert tuple(plan["grid"]) == (3 * 6, 1, 1)
     # NR = B*H row sets of R = S rows, S, Sk, GQ = H / Hkv, n_split, key tiles per split, causal
     assert list(plan["ints"]) == [6, 300, 300, 300, 1, 1, 5, 1]
     assert plan["floats"][0] == pytest.approx(math.log2(math.e) / math.sqrt(128), rel=1e-6)
     assert plan["workspace"] == 0 and plan["combine"] == ""
-    plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": False, "scale": 0.3})
+    plan = mod.plan("attention_bf16_128_128_64_0_0", q, {"causal": False, "scale": 0.3})
     assert list(plan["ints"]) == [6, 300, 300, 300, 1, 1, 5, 0]
     assert plan["floats"][0] == pytest.approx(0.3 * math.log2(math.e), rel=1e-6)
 
@@ -273,34 +273,34 @@ def test_plan_attention_gqa_and_kv_length():
     the H200's 132 SMs split the 4099 keys (the same plan as kernels/attention_split.py)."""
     q = fakes("attention", {"B": 2, "H": 32, "Hkv": 8, "S": 1, "Sk": 4099, "D": 128}, torch.bfloat16)
     assert [tuple(t.shape) for t in q] == [(2, 32, 1, 128), (2, 8, 4099, 128), (2, 8, 4099, 128), (2, 32, 1, 128)]
-    plan = mod.plan("attention_bf16_128_128_64_0", q, {"causal": True, "scale": None})
+    plan = mod.plan("attention_bf16_128_128_64_0_0", q, {"causal": True, "scale": None})
     # 16 row sets (B*Hkv) of 4 rows; min(ceil(4099 / 256), ceil(264 / 16)) = 17 splits of 256 keys = 4 tiles
     assert list(plan["ints"]) == [16, 4, 1, 4099, 1, 17, 4, 1]
     assert tuple(plan["grid"]) == (17 * 16, 1, 1)
     # the combine: one block per output row (16 row sets x 4 rows)
-    assert plan["combine"] == "attention_bf16_128_128_64_0_combine" and tuple(plan["combine_grid"]) == (64, 1, 1)
+    assert plan["combine"] == "attention_bf16_128_128_64_0_0_combine" and tuple(plan["combine_grid"]) == (64, 1, 1)
     assert plan["workspace"] == 16 * 17 * 128 * 4 * (2 + 128)  # m, l, acc (D) per padded row, fp32
     bad = fakes("attention", {"B": 1, "H": 6, "Hkv": 4, "S": 5, "Sk": 5, "D": 128}, torch.bfloat16)
-    refused("attention_bf16_128_128_64_0", bad, {"causal": False, "scale": None}, op="attention", arg="k",
+    refused("attention_bf16_128_128_64_0_0", bad, {"causal": False, "scale": None}, op="attention", arg="k",
             match="does not divide")
     short = fakes("attention", {"B": 1, "H": 2, "S": 5, "Sk": 3, "D": 128}, torch.bfloat16)
-    refused("attention_bf16_128_128_64_0", short, {"causal": True, "scale": None}, op="attention", arg="q",
+    refused("attention_bf16_128_128_64_0_0", short, {"causal": True, "scale": None}, op="attention", arg="q",
             match="S=5 queries > Sk=3")
-    assert list(mod.plan("attention_bf16_128_128_64_0", short, {"causal": False, "scale": None})["ints"]) == \
+    assert list(mod.plan("attention_bf16_128_128_64_0_0", short, {"causal": False, "scale": None})["ints"]) == \
         [2, 5, 5, 3, 1, 1, 1, 0]
 
 
 @pytest.mark.parametrize("kernel, b, h, hkv, s, sk", [
-    ("attention_bf16_128_16_128_0", 1, 32, 8, 1, 4096),     # Llama decode, B1: packed, split
-    ("attention_bf16_128_16_128_0", 16, 32, 8, 1, 4096),    # B16: 128 tiles, still split (2 each)
-    ("attention_bf16_128_16_128_0", 64, 32, 8, 1, 4096),    # B64: 512 tiles fill the GPU, no split
-    ("attention_bf16_128_16_128_0", 1, 32, 8, 1, 4099),     # ragged last split
-    ("attention_bf16_128_16_128_0", 1, 32, 32, 1, 4096),    # MHA decode: G = 1, not packed
-    ("attention_bf16_128_16_128_0", 1, 32, 8, 5, 4096),     # G*S = 20 > 16 rows: not packed
-    ("attention_bf16_64_16_128_0", 1, 16, 2, 1, 1000),      # the spec's split conformance case
-    ("attention_bf16_64_128_64_8", 1, 4, 1, 40, 1500),      # prefill continuing a cache: G*S = 160 rows > 128, not packed
-    ("attention_bf16_128_128_64_0", 1, 2, 2, 300, 1200),    # causal chunks without a visible key
-    ("attention_bf16_128_128_64_0", 4, 32, 32, 4096, 4096),  # prefill: 1024 tiles, no split
+    ("attention_bf16_128_16_128_0_0", 1, 32, 8, 1, 4096),     # Llama decode, B1: packed, split
+    ("attention_bf16_128_16_128_0_0", 16, 32, 8, 1, 4096),    # B16: 128 tiles, still split (2 each)
+    ("attention_bf16_128_16_128_0_0", 64, 32, 8, 1, 4096),    # B64: 512 tiles fill the GPU, no split
+    ("attention_bf16_128_16_128_0_0", 1, 32, 8, 1, 4099),     # ragged last split
+    ("attention_bf16_128_16_128_0_0", 1, 32, 32, 1, 4096),    # MHA decode: G = 1, not packed
+    ("attention_bf16_128_16_128_0_0", 1, 32, 8, 5, 4096),     # G*S = 20 > 16 rows: not packed
+    ("attention_bf16_64_16_128_0_0", 1, 16, 2, 1, 1000),      # the spec's split conformance case
+    ("attention_bf16_64_128_64_8_0", 1, 4, 1, 40, 1500),  # prefill after a cache: G*S = 160 rows > 128, not packed
+    ("attention_bf16_128_128_64_0_0", 1, 2, 2, 300, 1200),    # causal chunks without a visible key
+    ("attention_bf16_128_128_64_0_0", 4, 32, 32, 4096, 4096),  # prefill: 1024 tiles, no split
 ])
 def test_plan_attention_matches_the_python_schedule(kernel, b, h, hkv, s, sk):
     """The module's packing and split-KV plan is kernels/attention_split.py's, for the kernel's TQ and TK."""
@@ -326,7 +326,7 @@ def test_plan_attention_split_min_blocks_is_a_host_key():
     or a value that is not an int >= 1, is refused naming it."""
     from tilerosetta.kernels.attention_split import split_plan
     q = fakes("attention", {"B": 1, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}, torch.bfloat16)
-    kernel, params = "attention_bf16_128_16_128_0", {"causal": True, "scale": None}
+    kernel, params = "attention_bf16_128_16_128_0_0", {"causal": True, "scale": None}
     for host, n_split in (({}, 8), ({"SPLIT_MIN_BLOCKS": 4}, 8), ({"SPLIT_MIN_BLOCKS": 2}, 16),
                           ({"SPLIT_MIN_BLOCKS": 1}, 32)):
         plan = mod.plan(kernel, q, params, None, host)
@@ -409,7 +409,9 @@ def test_adapter_configs_carry_the_host_keys():
     assert len(space) == 3 * len(kernels)
     b.set_config("attention", torch.bfloat16, {"TQ": 16, "TK": 128, "W": 0, "SPLIT_MIN_BLOCKS": 1})
     try:
-        assert b.kernel_for("attention", torch.bfloat16, dims) == "attention_bf16_128_16_128_0"
+        assert b.kernel_for("attention", torch.bfloat16, dims) == "attention_bf16_128_16_128_0_0"
+        b.set_config("attention", torch.bfloat16, {"TQ": 16, "TK": 128, "W": 0, "OCC": 2, "SPLIT_MIN_BLOCKS": 1})
+        assert b.kernel_for("attention", torch.bfloat16, dims) == "attention_bf16_128_16_128_0_2"
         assert b.host_config("attention", torch.bfloat16, dims) == {"SPLIT_MIN_BLOCKS": 1}
         with pytest.raises(ValueError, match="SPLIT_MIN_BLOCKS=0 must be an int >= 1"):
             b.check_config("attention", torch.bfloat16, {"TQ": 16, "SPLIT_MIN_BLOCKS": 0})
@@ -433,7 +435,7 @@ def test_adapter_configs_carry_the_host_keys():
 def test_attention_default_config_takes_16_row_tiles_for_decode():
     from tilerosetta.backends.tile_cpp import DEFAULTS
     dims = {"B": 1, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}
-    assert DEFAULTS["attention"](torch.bfloat16, dims) == {"TQ": 16, "TK": 128, "W": 0}
+    assert DEFAULTS["attention"](torch.bfloat16, dims) == {"TQ": 16, "TK": 128, "W": 0, "OCC": 0}
     assert DEFAULTS["attention"](torch.bfloat16, dict(dims, S=4096, Sk=4096))["TQ"] == 128
     assert DEFAULTS["attention"](torch.bfloat16, dict(dims, S=5))["TQ"] == 16  # 20 rows unpacked: 5 per head
     assert DEFAULTS["attention"](torch.bfloat16, dict(dims, S=17, Sk=4096))["TQ"] == 128
@@ -460,8 +462,9 @@ def test_attention_default_config_takes_16_row_tiles_for_decode():
     ("rope_bf16_16_64_4", "rope", {"B": 1, "H": 2, "S": 5, "D": 24}, torch.bfloat16, 1 << 20, False),  # D/2 = 12
     ("add_rms_norm_bf16_1_1024_4_0", "add_rms_norm", {"M": 2, "N": 4096}, torch.bfloat16, 1 << 20, True),
     ("add_rms_norm_bf16_1_1024_4_0", "add_rms_norm", {"M": 2, "N": 4100}, torch.bfloat16, 1 << 20, False),
-    ("attention_fp16_64_128_64_8", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, 1 << 20, True),
-    ("attention_fp16_64_128_64_8", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, (1 << 20) + 8, False),
+    ("attention_fp16_64_128_64_8_0", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, 1 << 20, True),
+    ("attention_fp16_64_128_64_8_0", "attention", {"B": 1, "H": 1, "S": 7, "D": 64}, torch.float16, (1 << 20) + 8,
+     False),
 ])
 def test_plan_picks_the_aligned_twin_only_when_it_is_safe(kernel, op, dims, dtype, ptr, aligned):
     tensors = fakes(op, dims, dtype)
@@ -855,3 +858,44 @@ def test_row_worker_warps_hint_gives_256_threads_without_spills(op, tmp_path):
         assert row["threads"] == want, f"{k['name']}_exact: {row['threads']} threads, expected {want}"
         if k["config"]["W"] == 8 and k["config"]["TN"] <= widest:
             assert row.get("LOCAL", 0) == 0 and row.get("STL", 0) == 0, f"{k['name']}_exact spills: {row}"
+
+
+def test_attention_decode_occupancy_2_fits_two_ctas_per_sm(tmp_path):
+    # The OCC 2 decode config (cpp/include/tr_kernels.h) exists to put two CTAs, each with its own K/V ring, on an
+    # SM: its `_a16` kernel (the one decode launches) must fit two in the registers and the 227 KB of shared memory
+    # an SM gives its CTAs, without spills (sm_90 SASS); the OCC 0 twin fits one.
+    import sys
+    from pathlib import Path
+
+    _tool, path = _sm90_cubin("attention", tmp_path)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repro"))
+    from sass_stats import stats
+
+    found = stats(str(path))
+    occ2 = [k for k in kernels_of("attention") if k["config"]["OCC"] == 2]
+    assert occ2, "no OCC 2 attention config instantiated"
+    for k in occ2:
+        row, alone = found[k["name"] + "_a16"], found[k["name"][:-1] + "0_a16"]
+        assert row["REG"] * row["threads"] * 2 <= 65536 and 2 * row["SHARED"] <= 227 * 1024, (k["name"], row)
+        assert row.get("LOCAL", 0) == 0 and row.get("STL", 0) == 0, (k["name"], row)
+        assert alone["REG"] * alone["threads"] * 2 > 65536 or 2 * alone["SHARED"] > 227 * 1024, alone
+
+
+@pytest.mark.parametrize("op", ROW_OPS)
+def test_row_occupancy_8_fits_8_ctas_without_spills(op, tmp_path):
+    # OCC 8 (1 x 4096, cpp/include/tr_kernels.h) exists to hold 8 rows per SM: its `_exact` twin must fit 8 CTAs in
+    # an SM's 64K registers, with nothing spilled to local memory (sm_90 SASS).
+    import sys
+    from pathlib import Path
+
+    _tool, path = _sm90_cubin(op, tmp_path)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repro"))
+    from sass_stats import stats
+
+    found = stats(str(path))
+    occ8 = [k for k in kernels_of(op) if k["config"]["OCC"] == 8]
+    assert occ8, f"{op}: no OCC 8 config instantiated"
+    for k in occ8:
+        row = found[k["name"] + "_exact"]
+        assert row["REG"] * row["threads"] * 8 <= 65536, f"{k['name']}_exact: {row['REG']} registers x {row['threads']}"
+        assert row.get("LOCAL", 0) == 0 and row.get("STL", 0) == 0, f"{k['name']}_exact spills: {row}"

@@ -164,5 +164,5 @@ def test_adapter_hands_the_configs_host_keys_to_prepare(recorded):
         fn(q, k, v, out, causal=True, scale=None)
     finally:
         backend.set_config("attention", torch.bfloat16, None)
-    assert [(p[0], p[3]) for p in rec.prepared] == [("attention_bf16_128_16_128_0", {"SPLIT_MIN_BLOCKS": 4}),
-                                                    ("attention_bf16_128_16_128_0", {"SPLIT_MIN_BLOCKS": 1})]
+    assert [(p[0], p[3]) for p in rec.prepared] == [("attention_bf16_128_16_128_0_0", {"SPLIT_MIN_BLOCKS": 4}),
+                                                    ("attention_bf16_128_16_128_0_0", {"SPLIT_MIN_BLOCKS": 1})]

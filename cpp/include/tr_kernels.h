@@ -38,9 +38,12 @@
 // And 8 worker warps (256 threads) on the wide rows: a 16384 row per 128 threads takes 255 registers, 2 CTAs
 // and 8 warps per SM, each warp's exp and reductions over 128 values in series; with W 8 and OCC 3 it is 80
 // registers, no spills, 3 CTAs and 24 warps per SM (sm_90 SASS; layer_norm 1 x 8192 the same: 72 registers).
+// And 1 x 4096 at OCC 8: 8 rows per SM where OCC 4 leaves softmax 80 registers (6 CTAs) and layer_norm 112 (4),
+// at 64 registers without spills (sm_90 SASS). It took the slot of 2 x 4096 W 8, which the H200 sweeps of
+// 2026-12-03 measured slower than the W 0 tiles (softmax 32768x4096 157 vs 134 us, layer_norm 16384x4096 80 vs 78).
 #define TR_ROW_KERNELS_16(X, op, dt, CT) \
   TR_ROW_KERNELS_T(X, op, dt, CT) X(op, dt, CT, 2, 4096, 4, 0) X(op, dt, CT, 2, 8192, 2, 0) \
-  X(op, dt, CT, 1, 16384, 3, 8) X(op, dt, CT, 1, 8192, 3, 8) X(op, dt, CT, 2, 4096, 4, 8)
+  X(op, dt, CT, 1, 16384, 3, 8) X(op, dt, CT, 1, 8192, 3, 8) X(op, dt, CT, 1, 4096, 8, 0)
 // The multi-chunk loop (`<name>_loop`, launched for rows wider than TN) is compiled for chunks of at most
 // TR_ROW_LOOP_MAX_TN columns; wider configs hold only their one-tile entries (a row of N <= TN). A 8192- or
 // 16384-column chunk loop cost most of the row ops' compile time (tileiras 13.4, sm_90 rms_norm: 184 s with
@@ -96,15 +99,19 @@
   TR_MATMUL_DECODE_KERNELS_16(X, fp16, __half) TR_MATMUL_DECODE_KERNELS_16(X, bf16, __nv_bfloat16)
 #define TR_BMM_KERNELS(X) TR_GEMM_KERNELS(X, bmm)
 
-// attention: D (head dim, exact), TQ query rows per block, TK keys per chunk, W worker-warps hint.
+// attention: D (head dim, exact), TQ query rows per block, TK keys per chunk, W worker-warps hint, OCC the
+// occupancy hint (0: none, common.cuh).
 // One config per head dim (~20 s of nvcc each per arch, and CI compiles four archs on two cores). D 64 takes
 // W 8: its _a16 body (128-bit loads, attention.cu) spills with the default (255 regs, 152 B of stack on
 // sm_90) and holds in 144 registers with two consumer warpgroups; D 128 does not spill with the default.
 // TQ 16 (decode: a packed group of G = H / Hkv <= 16 query rows, kernels/attention_split.py): a 128-row tile
 // would spend eight times the MMA and exp2 work of its real rows on padding; TK 128 halves its key steps.
+// D 128 TQ 16 also at OCC 2: without a hint the decode tile takes 255 registers and one CTA per SM keeps a
+// 153 KB K/V ring; at OCC 2 it is 128 registers, no spills and a 110 KB ring, two CTAs per SM (sm_90 SASS).
 #define TR_ATTENTION_KERNELS_T(X, dt, CT)                                                \
-  X(attention, dt, CT, 64, 128, 64, 8) X(attention, dt, CT, 128, 128, 64, 0)             \
-  X(attention, dt, CT, 64, 16, 128, 0) X(attention, dt, CT, 128, 16, 128, 0)
+  X(attention, dt, CT, 64, 128, 64, 8, 0) X(attention, dt, CT, 128, 128, 64, 0, 0)       \
+  X(attention, dt, CT, 64, 16, 128, 0, 0) X(attention, dt, CT, 128, 16, 128, 0, 0)      \
+  X(attention, dt, CT, 128, 16, 128, 0, 2)
 #define TR_ATTENTION_KERNELS(X) TR_ATTENTION_KERNELS_T(X, fp16, __half) TR_ATTENTION_KERNELS_T(X, bf16, __nv_bfloat16)
 // clang-format on
 
@@ -112,7 +119,7 @@
 // op's come with its family (tr_families.h).
 #define TR_CONFIG_KEYS(Y) \
   Y(vector_add, "TILE") Y(transpose, "TM", "TN") Y(silu_and_mul, "TM", "TN") Y(rope, "TS", "TD", "OCC") \
-  Y(matmul, "TM", "TN", "TK", "W") Y(bmm, "TM", "TN", "TK", "W") Y(attention, "D", "TQ", "TK", "W") \
+  Y(matmul, "TM", "TN", "TK", "W") Y(bmm, "TM", "TN", "TK", "W") Y(attention, "D", "TQ", "TK", "W", "OCC") \
   TR_FAMILY_OPS_CONFIG_KEYS(Y)
 
 // Generated from the specs (python -m tilerosetta.codegen): the family ops' kernel lists and key names.

@@ -188,10 +188,11 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
             // Without TMA (the `*_row_notma` kernels, see FLAGS): the one-pass tiles of the bench rows
             // (N 4096, 8192, 16384), taking effect only where BN == N and BR divides M. These compile to
             // 128 threads; over 8192 values per tile OCC 4 (128 registers) spills (STL in the SASS), so
-            // those tiles try OCC 0 and 2 only.
+            // those tiles try OCC 0 and 2 only; a 4096-value tile also tries OCC 8 (64 registers: 8 rows
+            // per SM, as CUDA Tile C++'s 1 x 4096 OCC 8 without spills).
             for (br, bn) in [(1, 4096), (2, 4096), (1, 8192), (2, 8192), (1, ROW_ONE_PASS_MAX)] {
-                for occ in [0, 2, 4] {
-                    if occ == 4 && br * bn > 8192 {
+                for occ in [0, 2, 4, 8] {
+                    if (occ == 4 && br * bn > 8192) || (occ == 8 && br * bn > 4096) {
                         continue;
                     }
                     out.push(vec![("BR", br), ("BN", bn), ("TMA", 0), ("OCC", occ), ("W", 0)]);
@@ -251,10 +252,13 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
                 }
             }
             // Decode (`sweep --where BM=16`): the packed 16-row tile (a G=4 group), the key tile and how
-            // finely split-KV cuts the keys when the row tiles are fewer than the SMs.
+            // finely split-KV cuts the keys when the row tiles are fewer than the SMs; OCC 2 for two CTAs
+            // per SM, each with its own K/V ring (without a hint the 16 x 128 tile takes 255 registers).
             for n in [64, 128] {
                 for s in [1, 2, 4] {
-                    out.push(vec![("BM", 16), ("BN", n), ("SPLIT_MIN_BLOCKS", s), ("OCC", 0), ("W", 0)]);
+                    for occ in [0, 2] {
+                        out.push(vec![("BM", 16), ("BN", n), ("SPLIT_MIN_BLOCKS", s), ("OCC", occ), ("W", 0)]);
+                    }
                 }
             }
         }
@@ -289,7 +293,7 @@ pub fn resolve(op: &str, dtype: DType, dims: &[(&str, i64)], given: &[(String, i
             }
         } else if HINTS.contains(&slot.0) {
             let any = slot.0 == "OCC";
-            if !(*value == 0 || ((pow2 || (any && *value >= 1)) && *value <= MAX_HINT)) {
+            if !(*value == 0 || ((1..=MAX_HINT).contains(value) && (any || pow2))) {
                 let what = if any { "an int" } else { "a power of two" };
                 let msg = format!("hint {name}={value} must be 0 (none) or {what} in [1, {MAX_HINT}]");
                 return Err(ArgError::new(op, "config", msg));

@@ -308,6 +308,10 @@ fn resource_table() {
         ("softmax", DType::BF16, vec![4096, 16384], vec![("TMA", 0), ("OCC", 3), ("W", 8)]),
         ("layer_norm", DType::BF16, vec![4096, 8192], vec![("TMA", 0), ("OCC", 3), ("W", 8)]),
         ("layer_norm", DType::BF16, vec![16384, 4096], vec![("TMA", 0), ("BR", 2), ("OCC", 4), ("W", 8)]),
+        // Without TMA, 8 rows of 4096 per SM (OCC 8: 64 registers at 128 threads).
+        ("softmax", DType::BF16, vec![32768, 4096], vec![("TMA", 0), ("BR", 1), ("OCC", 8)]),
+        ("layer_norm", DType::BF16, vec![16384, 4096], vec![("TMA", 0), ("BR", 1), ("OCC", 8)]),
+        ("rms_norm", DType::BF16, vec![16384, 4096], vec![("TMA", 0), ("BR", 1), ("OCC", 8)]),
     ];
     let mut all: Vec<_> = cases.drain(..).map(|(o, d, x)| (o, d, x, vec![])).collect();
     all.append(&mut alternatives);
@@ -333,12 +337,14 @@ fn resource_table() {
 fn decode_attention_resources() {
     need_cuobjdump();
     with_stack(|| {
-        for b in [1, 16, 64] {
+        for (b, occ) in [(1, 0), (16, 0), (64, 0), (16, 2), (64, 2)] {
             let dims = [b, 32, 1, 128, 8, 4096];
             let named = [("S", 1i64), ("D", 128)];
-            let cfg = config::resolve("attention", DType::BF16, &named, &[]).unwrap();
+            // a config's hints hold only where its BM, BN are not clamped (schedule): give the decode tile
+            let given = if occ > 0 { vec![("BM".to_string(), 16), ("BN".to_string(), 128), ("OCC".to_string(), occ)] } else { vec![] };
+            let cfg = config::resolve("attention", DType::BF16, &named, &given).unwrap();
             for (i, spec) in ops::attention::specs_for(DType::BF16, &cfg, &dims, true, true).into_iter().enumerate() {
-                let tag = format!("decode_B{b}_{}_{i}", spec.function);
+                let tag = format!("decode_B{b}_OCC{occ}_{}_{i}", spec.function);
                 let bc = bytecode(&spec, DType::BF16, ARCH).unwrap_or_else(|e| panic!("{tag}: {e}"));
                 let cubin = assemble_cubin(&bc, ARCH, &tag).unwrap_or_else(|e| panic!("{tag}: {e}"));
                 let r = res(&tag, &cubin);

@@ -142,8 +142,8 @@ def _attention_default(dtype, dims):
     h, s = dims.get("H", 1), dims.get("S", 1 << 20)
     hkv = dims.get("Hkv", h)
     if ((h // hkv) * s if packed_rows(h, hkv, s, 16) else s) <= 16:
-        return {"TQ": 16, "TK": 128, "W": 0}
-    return {"TQ": 128, "TK": 64, "W": 8 if dims.get("D") == 64 else 0}
+        return {"TQ": 16, "TK": 128, "W": 0, "OCC": 0}
+    return {"TQ": 128, "TK": 64, "W": 8 if dims.get("D") == 64 else 0, "OCC": 0}
 
 
 # op -> fn(dtype, dims) -> config (a subset of the template arguments; attention's D comes from the call).

@@ -68,11 +68,13 @@ def _device_of(args: tuple):
 
 def row_launch(block_kernel, loop_kernel, tensors: tuple, scalars: tuple, cfg: dict[str, Any]) -> list[Launch]:
     """The row ops (one row per program): the whole row in one next_pow2(N) block up to cfg["single_max"],
-    else the looped kernel over cfg["loop_block"]-wide chunks."""
+    else the looped kernel over cfg["loop_block"]-wide chunks; cfg["maxnreg"] (0 or absent: none) caps
+    the registers per thread."""
     import triton  # here, not at import: the backend decides TRITON_INTERPRET before triton is imported
 
     m, n = tensors[0].shape
     single = n <= cfg["single_max"]
     block = triton.next_power_of_2(n) if single else cfg["loop_block"]
+    cap = {"maxnreg": cfg["maxnreg"]} if cfg.get("maxnreg") else {}
     return [Launch(block_kernel if single else loop_kernel, (m,), (*tensors, n, *scalars), {"BLOCK_N": block},
-                   {"num_warps": cfg["num_warps"]})]
+                   {"num_warps": cfg["num_warps"], **cap})]

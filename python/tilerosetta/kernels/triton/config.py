@@ -21,7 +21,13 @@ from tilerosetta.specs.base import DTYPE_NAMES, FP32
 
 # Row ops (the "rows" family): one row per program. Rows up to `single_max` are held in one
 # block of next_pow2(N) (one read of x); longer rows use the looped kernel with `loop_block` columns.
-_ROW_GPU = {"single_max": 16384, "loop_block": 4096}
+# maxnreg: ptxas's register cap per thread (0: its own choice), for more programs (rows) in flight per SM.
+_ROW_GPU = {"single_max": 16384, "loop_block": 4096, "maxnreg": 0}
+# Caps the sweep tries on a 16384 block (sm_90 cubins, Triton 3.6, softmax bf16): at 8 warps ptxas takes 112
+# registers (2 programs = 2 rows per SM); capped at 80 it keeps every value in registers (no STL) and 3 fit.
+# At 16 warps 64 registers = 2 programs; a cap of 40 (3 programs) spills, so it is not listed.
+_ROW_CAPS = ({"single_max": 16384, "loop_block": 4096, "num_warps": 8, "maxnreg": 80},)
+_MAXNREG = (24, 255)  # ptxas's range for .maxnreg
 ROW_OPS = family_ops("rows")  # OpSpec.family: the kernels launched by row_launch
 
 _GPU: dict[str, dict[str, dict[str, Any]]] = {
@@ -126,8 +132,9 @@ def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
         out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "OUT_ROWS": o}
                for m, n, w, o in itertools.product((32, 64, 128), (32, 64, 128), (4, 8), (0, 1))]
     elif op in ROW_OPS:
-        out = [{"single_max": s, "loop_block": lb, "num_warps": w}
+        out = [{"single_max": s, "loop_block": lb, "num_warps": w, "maxnreg": 0}
                for s, lb, w in itertools.product((4096, 16384, 32768), (2048, 4096, 8192), (4, 8, 16))]
+        out += [dict(c) for c in _ROW_CAPS]
     elif op == "silu_and_mul":
         out = [{"BLOCK_M": m, "BLOCK_H": h, "num_warps": w}
                for m, h, w in itertools.product((1, 2, 4), (512, 1024, 2048, 4096), (4, 8))]
@@ -159,6 +166,9 @@ def check(op: str, config: dict[str, Any]) -> None:
             raise ValueError(f"triton.{op}: unknown config key '{key}'; expected some of {sorted(known)}")
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"triton.{op}: config '{key}' must be a non-negative int, got {value!r}")
+        if key == "maxnreg" and value and not _MAXNREG[0] <= value <= _MAXNREG[1]:
+            raise ValueError(f"triton.{op}: config 'maxnreg' must be 0 (ptxas's choice) or in "
+                             f"[{_MAXNREG[0]}, {_MAXNREG[1]}], got {value}")
         if key in ("FIXUP", "OUT_ROWS") and value > 1:
             raise ValueError(f"triton.{op}: config '{key}' must be 0 or 1, got {value}")
         if key in _POW2_KEYS and (value < 1 or value & (value - 1)):

@@ -66,5 +66,7 @@ def prepare(x, w, b, out, cfg, eps):
     for lx in launches:
         per_thread = lx.constexprs["BLOCK_N"] // (32 * lx.options["num_warps"])
         cap = _BLOCK_MAXNREG.get(per_thread) if lx.kernel is layer_norm_block_kernel else None
-        out_launches.append(lx._replace(options={**lx.options, "maxnreg": cap}) if cap else lx)
+        # a config's own maxnreg (row_launch) wins over this table
+        out_launches.append(lx._replace(options={**lx.options, "maxnreg": cap}) if cap and "maxnreg" not in lx.options
+                            else lx)
     return out_launches
