@@ -22,15 +22,24 @@ def _entries():
         key = (name, op, dt, arch, tuple(sorted(e["config"].items())))
         if key not in seen:  # one check per distinct configuration
             seen.add(key)
-            out.append(pytest.param((name, op, dt, arch, dict(e["config"])), id=f"{name}-{op}-{dt}-{arch}-{cls}"))
+            out.append(pytest.param((name, op, dt, arch, dict(e["config"]), cls), id=f"{name}-{op}-{dt}-{arch}-{cls}"))
     return out
+
+
+def _in_class(spec, case, cls: str) -> bool:
+    """Whether the entry of size class cls steers this case's calls as far as structure goes: the case's
+    structural dims (spec.dim_choices, as tuning.size_class names them: e.g. attention's head dim) are the
+    class's. A D 128 entry never runs a D 64 call, and may name a kernel only D 128 has."""
+    tokens = cls.split("_")[1:]
+    return all(f"{k}{int(case.dims[k])}" in tokens for k in spec.dim_choices
+               if k in case.dims and k not in ("S", "Sk"))
 
 
 @pytest.mark.parametrize("entry", _entries())
 def test_tuned_configuration_passes_the_conformance_cases(request, entry):
     from conftest import skip_or_fail_unavailable
 
-    name, op, dt, arch, config = entry
+    name, op, dt, arch, config, cls = entry
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU: runs the tuned kernels")
     if toolchain.device_arch() != arch:
@@ -44,7 +53,9 @@ def test_tuned_configuration_passes_the_conformance_cases(request, entry):
     backend.set_config(op, dtype, config)
     try:
         bad = []
-        for i, case in enumerate(spec.cases):
+        cases = [(i, c) for i, c in enumerate(spec.cases) if _in_class(spec, c, cls)]
+        assert cases, f"no conformance case of {op} has the structural dims of class {cls}"
+        for i, case in cases:
             result = check_case(backend, spec, dtype, case, seed=2000 + i)
             if not result.ok:
                 bad.append(f"{case.name}: {result}")
