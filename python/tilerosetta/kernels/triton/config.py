@@ -23,10 +23,14 @@ from tilerosetta.specs.base import DTYPE_NAMES, FP32
 # block of next_pow2(N) (one read of x); longer rows use the looped kernel with `loop_block` columns.
 # maxnreg: ptxas's register cap per thread (0: its own choice), for more programs (rows) in flight per SM.
 _ROW_GPU = {"single_max": 16384, "loop_block": 4096, "maxnreg": 0}
-# Caps the sweep tries on a 16384 block (sm_90 cubins, Triton 3.6, softmax bf16): at 8 warps ptxas takes 112
-# registers (2 programs = 2 rows per SM); capped at 80 it keeps every value in registers (no STL) and 3 fit.
-# At 16 warps 64 registers = 2 programs; a cap of 40 (3 programs) spills, so it is not listed.
-_ROW_CAPS = ({"single_max": 16384, "loop_block": 4096, "num_warps": 8, "maxnreg": 80},)
+# Register caps the sweep tries, per op: (the row width N they are for, the config). sm_90 cubins, Triton 3.6, bf16:
+# softmax's 16384 block at 8 warps takes 112 registers (2 programs = 2 rows per SM), capped at 80 it keeps every
+# value in registers (no STL) and 3 fit (at 16 warps 64 registers = 2 programs, and a cap of 40 spills);
+# rms_norm's 8192 block at 16 warps takes 39 (3 programs), capped at 32 no STL and 4 fit (layer_norm spills there).
+_ROW_CAPS: dict[str, tuple[tuple[int, dict[str, int]], ...]] = {
+    "softmax": ((16384, {"single_max": 16384, "loop_block": 4096, "num_warps": 8, "maxnreg": 80}),),
+    "rms_norm": ((8192, {"single_max": 16384, "loop_block": 4096, "num_warps": 16, "maxnreg": 32}),),
+}
 _MAXNREG = (24, 255)  # ptxas's range for .maxnreg
 ROW_OPS = family_ops("rows")  # OpSpec.family: the kernels launched by row_launch
 
@@ -134,7 +138,7 @@ def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
     elif op in ROW_OPS:
         out = [{"single_max": s, "loop_block": lb, "num_warps": w, "maxnreg": 0}
                for s, lb, w in itertools.product((4096, 16384, 32768), (2048, 4096, 8192), (4, 8, 16))]
-        out += [dict(c) for c in _ROW_CAPS]
+        out += [dict(c) for _n, c in _ROW_CAPS.get(op, ())]
     elif op == "silu_and_mul":
         out = [{"BLOCK_M": m, "BLOCK_H": h, "num_warps": w}
                for m, h, w in itertools.product((1, 2, 4), (512, 1024, 2048, 4096), (4, 8))]
