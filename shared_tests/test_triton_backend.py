@@ -145,6 +145,11 @@ def test_config_api(triton_backend, op):
     key = next(k for k in b.default_config(op, dtype, spec.cases[-1].dims) if k.startswith("BLOCK") or k == "num_warps")
     with pytest.raises(ValueError, match=f"'{key}' must be a power of two"):
         b.set_config(op, dtype, {key: 3})
+    if "maxnreg" in default:  # the row ops' register cap: 0 (ptxas's choice) or a count ptxas takes
+        for bad in (8, 256):
+            with pytest.raises(ValueError, match=rf"triton.{op}: config 'maxnreg' must be 0 .* \[24, 255\], got {bad}"):
+                b.set_config(op, dtype, {"maxnreg": bad})
+        assert {c["maxnreg"] for c in space} >= {0}
 
 
 def test_availability_and_versions(request):
