@@ -147,6 +147,9 @@ pub struct Resources {
     pub reg: u32,
     pub shared: u32,
     pub local: u32,
+    /// Per-thread stack frame bytes: where ptxas puts a kernel's register spills (STL / LDL), which LOCAL
+    /// does not count (sm_90, tileiras 13.4: a spilling kernel reads LOCAL:0 STACK:24).
+    pub stack: u32,
     /// Threads per CTA (EIATTR_REQNTID x*y*z); 0 if the cubin does not state it.
     pub threads: u32,
 }
@@ -157,7 +160,7 @@ fn field(line: &str, key: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-/// Registers, static shared memory, local (spill) bytes and threads per CTA of a cubin's kernel.
+/// Registers, static shared memory, local and stack (spill) bytes and threads per CTA of a cubin's kernel.
 pub fn resources(cubin: &[u8], tag: &str) -> Result<Resources, String> {
     let usage = cuobjdump(cubin, &["--dump-resource-usage"], tag)?;
     let line = usage.lines().find(|l| l.contains("REG:")).ok_or_else(|| format!("{tag}: no REG: line in {usage}"))?;
@@ -165,6 +168,7 @@ pub fn resources(cubin: &[u8], tag: &str) -> Result<Resources, String> {
         reg: field(line, "REG:").unwrap_or(0),
         shared: field(line, "SHARED:").unwrap_or(0),
         local: field(line, "LOCAL:").unwrap_or(0),
+        stack: field(line, "STACK:").unwrap_or(0),
         threads: 0,
     };
     // -elf prints EIATTR_REQNTID then a line "Value: 0x180 0x1 0x1" (x y z).

@@ -105,7 +105,7 @@ fn hints_reach_the_cubin() {
             let r = res(&tag, &cubin);
             assert!(r.threads > 0, "{tag}: no REQNTID in the cubin: {r:?}");
             assert!(r.reg * r.threads * occ <= 65536, "{tag}: {r:?} does not fit {occ} CTAs/SM");
-            assert_eq!(r.local, 0, "{tag}: spills: {r:?}");
+            assert_eq!(r.local + r.stack, 0, "{tag}: spills: {r:?}");
         }
     };
     row("softmax", vec![4096, 16384], 2);
@@ -115,7 +115,7 @@ fn hints_reach_the_cubin() {
     for (tag, cubin) in cubins("bmm", DType::BF16, vec![16, 2048, 2048, 2048], vec![]) {
         let r = res(&tag, &cubin);
         assert_eq!(r.threads, 384, "{tag}: W=8 should give producer + 2 consumer warpgroups: {r:?}");
-        assert_eq!(r.local, 0, "{tag}: spills: {r:?}");
+        assert_eq!(r.local + r.stack, 0, "{tag}: spills: {r:?}");
     }
     // Without the hint the same bmm tile gets a different (compiler-chosen) warp layout: the test
     // above is sensitive to W.
@@ -158,7 +158,7 @@ fn rope_loads_halves_without_staging() {
         let r = res(tag, cubin);
         let (ldg, stg, bssy, bar) = (count(&sass, "LDG.E.128"), count(&sass, "STG.E.128"), count(&sass, "BSSY"), count(&sass, "BAR.SYNC"));
         eprintln!("{tag}: {r:?}, {ldg} LDG.E.128, {stg} STG.E.128, {bssy} BSSY, {bar} BAR.SYNC");
-        assert_eq!((r.shared, bar, r.local), (0, 0, 0), "{tag}: shared-memory staging, barriers or spills: {r:?}, {bar} BAR.SYNC");
+        assert_eq!((r.shared, bar, r.local + r.stack), (0, 0, 0), "{tag}: shared-memory staging, barriers or spills: {r:?}, {bar} BAR.SYNC");
         assert_eq!((ldg, stg, count(&sass, "LDG.E.U16")), (6, 2, 0), "{tag}: q1, q2, cos and sin halves in 128-bit loads, two 128-bit stores");
         if exact {
             assert_eq!(bssy, 0, "{tag}: bounds-check branch regions left");
@@ -208,7 +208,7 @@ fn two_rows_per_block_at_n4096() {
                 for (tag, cubin) in cubins(op, dtype, vec![16384, n], vec![]) {
                     assert!(tag.contains("(\"BR\", 2)"), "{tag}: not two rows per block");
                     let r = res(&tag, &cubin);
-                    assert_eq!((r.threads, r.local), (256, 0), "{tag}: {r:?}");
+                    assert_eq!((r.threads, r.local + r.stack), (256, 0), "{tag}: {r:?}");
                     assert!(r.reg * r.threads * 4 <= 65536 && r.shared * 4 <= 227 * 1024, "{tag}: {r:?} does not fit 4 CTAs/SM");
                 }
             }
@@ -243,7 +243,7 @@ fn row_kernels_without_tma_use_plain_loads_and_stores() {
                 assert_eq!((tma_ld, tma_st), (0, 0), "{tag}: TMA left");
                 assert!(ldg > 0 && stg > 0, "{tag}: no 128-bit LDG / STG");
                 assert_eq!((n("LDG.E.U16"), n("STG.E.U16")), (0, 0), "{tag}: 16-bit accesses");
-                assert_eq!((r.local, n("STL")), (0, 0), "{tag}: spills");
+                assert_eq!((r.local + r.stack, n("STL")), (0, 0), "{tag}: spills");
                 // softmax loads only x: all of it in one straight run (the norms' w / b loads are
                 // scheduled after the reduction by tileiras, so their listing has two runs).
                 if op == "softmax" {
@@ -315,16 +315,16 @@ fn resource_table() {
     ];
     let mut all: Vec<_> = cases.drain(..).map(|(o, d, x)| (o, d, x, vec![])).collect();
     all.append(&mut alternatives);
-    println!("| kernel | dims | config | thr/CTA | REG | SHARED | LOCAL | TMA ld | 128b ld | U16 ld |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("| kernel | dims | config | thr/CTA | REG | SHARED | LOCAL | STACK | TMA ld | 128b ld | U16 ld |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (op, dtype, dims, overrides) in all {
         for (tag, cubin) in cubins(op, dtype, dims.clone(), overrides) {
             let r = res(&tag, &cubin);
             let a = access(&sass_of(&tag, &cubin));
             let (name, cfg) = tag.split_once(' ').unwrap();
             println!(
-                "| {name} | {dims:?} | {cfg} | {} | {} | {} | {} | {} | {} | {} |",
-                r.threads, r.reg, r.shared, r.local, a.tma_loads, a.wide_loads, a.scalar16_loads
+                "| {name} | {dims:?} | {cfg} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.threads, r.reg, r.shared, r.local, r.stack, a.tma_loads, a.wide_loads, a.scalar16_loads
             );
         }
     }
@@ -351,8 +351,8 @@ fn decode_attention_resources() {
                 let sass = sass_of(&tag, &cubin);
                 let count = |op: &str| sass.lines().filter(|l| l.contains(op)).count();
                 println!(
-                    "{tag} {:?}: {} threads, {} registers, {} B shared, {} B local; {:?}, {} HMMA, {} BAR.SYNC, {} MEMBAR",
-                    spec.generics, r.threads, r.reg, r.shared, r.local, access(&sass), count("HMMA"), count("BAR.SYNC"), count("MEMBAR")
+                    "{tag} {:?}: {} threads, {} registers, {} B shared, {} B local, {} B stack; {:?}, {} HMMA, {} BAR.SYNC, {} MEMBAR",
+                    spec.generics, r.threads, r.reg, r.shared, r.local, r.stack, access(&sass), count("HMMA"), count("BAR.SYNC"), count("MEMBAR")
                 );
             }
         }
