@@ -751,6 +751,19 @@ def _sm90_cubin(op, tmp_path):
     return tool, path
 
 
+def _sm90_stats(op, tmp_path):
+    """repro/sass_stats.py's facts per kernel of op's sm_90 cubin (its own cuobjdump runs: resources, .nv.info and
+    SASS); skips as _sm90_cubin does."""
+    import sys
+    from pathlib import Path
+
+    _tool, path = _sm90_cubin(op, tmp_path)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repro"))
+    from sass_stats import stats
+
+    return stats(str(path))
+
+
 def _sm90_functions(op, tmp_path):
     """The SASS of each kernel in op's sm_90 cubin (cuobjdump -sass, one text per function, its name first)."""
     import subprocess
@@ -842,14 +855,7 @@ def test_row_worker_warps_hint_gives_256_threads_without_spills(op, tmp_path):
     # the row, at the register budget OCC leaves them, without spilling, for the op's bench rows (sm_90 `_exact`
     # twins, the ones the bench launches; a norm's 16384 tile, w beside the row, spills and no bench row uses it;
     # W 0 stays at the compiler's 128 threads).
-    import sys
-    from pathlib import Path
-
-    _tool, path = _sm90_cubin(op, tmp_path)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repro"))
-    from sass_stats import stats  # its own cuobjdump runs: resources, .nv.info and SASS per kernel
-
-    found = stats(str(path))
+    found = _sm90_stats(op, tmp_path)
     kernels, widest = kernels_of(op), max(c.dims["N"] for c in SPECS[op].bench_cases)
     assert any(k["config"]["W"] == 8 for k in kernels), f"{op}: no W 8 config instantiated"
     for k in kernels:
@@ -864,14 +870,7 @@ def test_attention_decode_occupancy_2_fits_two_ctas_per_sm(tmp_path):
     # The OCC 2 decode config (cpp/include/tr_kernels.h) exists to put two CTAs, each with its own K/V ring, on an
     # SM: its `_a16` kernel (the one decode launches) must fit two in the registers and the 227 KB of shared memory
     # an SM gives its CTAs, without spills (sm_90 SASS); the OCC 0 twin fits one.
-    import sys
-    from pathlib import Path
-
-    _tool, path = _sm90_cubin("attention", tmp_path)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repro"))
-    from sass_stats import stats
-
-    found = stats(str(path))
+    found = _sm90_stats("attention", tmp_path)
     occ2 = [k for k in kernels_of("attention") if k["config"]["OCC"] == 2]
     assert occ2, "no OCC 2 attention config instantiated"
     for k in occ2:
@@ -885,14 +884,7 @@ def test_attention_decode_occupancy_2_fits_two_ctas_per_sm(tmp_path):
 def test_row_occupancy_8_fits_8_ctas_without_spills(op, tmp_path):
     # OCC 8 (1 x 4096, cpp/include/tr_kernels.h) exists to hold 8 rows per SM: its `_exact` twin must fit 8 CTAs in
     # an SM's 64K registers, with nothing spilled to local memory (sm_90 SASS).
-    import sys
-    from pathlib import Path
-
-    _tool, path = _sm90_cubin(op, tmp_path)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repro"))
-    from sass_stats import stats
-
-    found = stats(str(path))
+    found = _sm90_stats(op, tmp_path)
     occ8 = [k for k in kernels_of(op) if k["config"]["OCC"] == 8]
     assert occ8, f"{op}: no OCC 8 config instantiated"
     for k in occ8:
