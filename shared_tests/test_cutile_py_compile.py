@@ -271,7 +271,7 @@ def test_matmul_and_attention_plans_clamp_tiles():
     assert (p["n_split"], p["CT"], p["grid"], p["combine_grid"]) == (16, 4, (128, 1, 1), (8, 1, 1))
     assert cfg.plan_attention(64, 32, 8, 1, 4096, 128, {"BM": 128, "BN": 64})["n_split"] == 1  # 512 tiles
     # SPLIT_MIN_BLOCKS (default 4): the chunk floor in key tiles; at 1 the B=1 decode's 64 key tiles are cut
-    # as finely as ~2 blocks per SM allows (at most ceil(264 / 8) = 33 splits on the H200's 132 SMs): 2-tile
+    # as finely as 2 blocks per SM allow (at most 264 // 8 = 33 splits on the H200's 132 SMs): 2-tile
     # chunks, 32 of them.
     assert cfg.default_config("attention", "bf16", {"D": 128})["SPLIT_MIN_BLOCKS"] == 4
     p = cfg.plan_attention(1, 32, 8, 1, 4096, 128, {"BM": 128, "BN": 64, "SPLIT_MIN_BLOCKS": 1})

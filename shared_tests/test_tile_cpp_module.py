@@ -274,12 +274,13 @@ def test_plan_attention_gqa_and_kv_length():
     q = fakes("attention", {"B": 2, "H": 32, "Hkv": 8, "S": 1, "Sk": 4099, "D": 128}, torch.bfloat16)
     assert [tuple(t.shape) for t in q] == [(2, 32, 1, 128), (2, 8, 4099, 128), (2, 8, 4099, 128), (2, 32, 1, 128)]
     plan = mod.plan("attention_bf16_128_128_64_0_0", q, {"causal": True, "scale": None})
-    # 16 row sets (B*Hkv) of 4 rows; min(ceil(4099 / 256), ceil(264 / 16)) = 17 splits of 256 keys = 4 tiles
-    assert list(plan["ints"]) == [16, 4, 1, 4099, 1, 17, 4, 1]
-    assert tuple(plan["grid"]) == (17 * 16, 1, 1)
+    # 16 row sets (B*Hkv) of 4 rows; min(ceil(4099 / 256), 264 // 16) = 16 splits, each chunk rounded up to
+    # whole key tiles (5 x 64 = 320 keys), so ceil(4099 / 320) = 13 of them
+    assert list(plan["ints"]) == [16, 4, 1, 4099, 1, 13, 5, 1]
+    assert tuple(plan["grid"]) == (13 * 16, 1, 1)
     # the combine: one block per output row (16 row sets x 4 rows)
     assert plan["combine"] == "attention_bf16_128_128_64_0_0_combine" and tuple(plan["combine_grid"]) == (64, 1, 1)
-    assert plan["workspace"] == 16 * 17 * 128 * 4 * (2 + 128)  # m, l, acc (D) per padded row, fp32
+    assert plan["workspace"] == 16 * 13 * 128 * 4 * (2 + 128)  # m, l, acc (D) per padded row, fp32
     bad = fakes("attention", {"B": 1, "H": 6, "Hkv": 4, "S": 5, "Sk": 5, "D": 128}, torch.bfloat16)
     refused("attention_bf16_128_128_64_0_0", bad, {"causal": False, "scale": None}, op="attention", arg="k",
             match="does not divide")

@@ -109,9 +109,12 @@ def test_split_kv_plan():
     from tilerosetta.kernels.attention_split import packed_rows, split_plan
 
     assert split_plan(8, 4096, 64) == (16, 256)  # B=1 decode, Hkv=8: 8 tiles x 16 chunks of 4 key tiles
-    assert split_plan(128, 4096, 64) == (3, 1408)  # B=16: 3 chunks give ~2 programs per SM
+    assert split_plan(128, 4096, 64) == (2, 2048)  # B=16: at most 2 programs per SM (3 would be 1.45 waves)
     assert split_plan(512, 4096, 64) == (1, 4096)  # B=64: the tiles fill the GPU alone
     assert split_plan(8, 300, 64) == (1, 300)  # too few keys to be worth a combine
+    for tiles in range(1, 132):  # under the SM count: split, and never past two programs per SM
+        n, chunk = split_plan(tiles, 4096, 64)
+        assert n >= 2 and tiles * n <= 2 * 132 and (n - 1) * chunk < 4096 <= n * chunk, tiles
     n, chunk = split_plan(2, 1000, 16)
     assert chunk % 16 == 0 and (n - 1) * chunk < 1000 <= n * chunk
     assert packed_rows(32, 8, 1, 16) and not packed_rows(32, 32, 1, 16) and not packed_rows(32, 8, 5, 16)

@@ -37,13 +37,15 @@
 // H200: the tuned tile of softmax 32768x4096 and add_rms_norm 16384x4096 (bench/GAPS.md).
 // And 8 worker warps (256 threads) on the wide rows: a 16384 row per 128 threads takes 255 registers, 2 CTAs
 // and 8 warps per SM, each warp's exp and reductions over 128 values in series; with W 8 and OCC 3 it is 80
-// registers, no spills, 3 CTAs and 24 warps per SM (sm_90 SASS; layer_norm 1 x 8192 the same: 72 registers).
+// registers, no spills, 3 CTAs and 24 warps per SM (sm_90 SASS). At 8192 columns 8 warps take OCC 4: 64
+// registers, no spills, 32 warps per SM (layer_norm sm_90 SASS: 640 instructions where W 0 OCC 4 has 1048); the
+// slot held OCC 3 (72 registers), which the H200 sweep of 2026-12-03 measured slower than W 0 (42.8 vs 36.0 us).
 // And 1 x 4096 at OCC 8: 8 rows per SM where OCC 4 leaves softmax 80 registers (6 CTAs) and layer_norm 112 (4),
 // at 64 registers without spills (sm_90 SASS). It took the slot of 2 x 4096 W 8, which the H200 sweeps of
 // 2026-12-03 measured slower than the W 0 tiles (softmax 32768x4096 157 vs 134 us, layer_norm 16384x4096 80 vs 78).
 #define TR_ROW_KERNELS_16(X, op, dt, CT) \
   TR_ROW_KERNELS_T(X, op, dt, CT) X(op, dt, CT, 2, 4096, 4, 0) X(op, dt, CT, 2, 8192, 2, 0) \
-  X(op, dt, CT, 1, 16384, 3, 8) X(op, dt, CT, 1, 8192, 3, 8) X(op, dt, CT, 1, 4096, 8, 0)
+  X(op, dt, CT, 1, 16384, 3, 8) X(op, dt, CT, 1, 8192, 4, 8) X(op, dt, CT, 1, 4096, 8, 0)
 // The multi-chunk loop (`<name>_loop`, launched for rows wider than TN) is compiled for chunks of at most
 // TR_ROW_LOOP_MAX_TN columns; wider configs hold only their one-tile entries (a row of N <= TN). A 8192- or
 // 16384-column chunk loop cost most of the row ops' compile time (tileiras 13.4, sm_90 rms_norm: 184 s with

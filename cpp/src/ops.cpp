@@ -291,7 +291,7 @@ std::pair<std::int64_t, std::int64_t> split_plan(std::int64_t tiles, std::int64_
   auto cdiv = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
   const std::int64_t min_chunk = min_blocks * block_n;
   if (tiles >= sms || sk < 2 * min_chunk) return {1, sk};
-  const std::int64_t n_split = std::min(cdiv(sk, min_chunk), cdiv(2 * sms, tiles));
+  const std::int64_t n_split = std::min(cdiv(sk, min_chunk), 2 * sms / tiles);  // at most 2 per SM
   const std::int64_t chunk = cdiv(cdiv(sk, n_split), block_n) * block_n;
   return {cdiv(sk, chunk), chunk};
 }

@@ -495,13 +495,14 @@ fn attention_split_plan_matches_python() {
     assert_eq!(plan(8, 4099, 128), (9, 512)); // ragged: the 9th chunk holds 3 keys
     assert_eq!(plan(512, 4096, 64), (1, 4096)); // the tiles fill the GPU alone: no split
     assert_eq!(plan(2, 100, 64), (1, 100)); // fewer keys than two chunks of 4 tiles
-    assert_eq!(plan(128, 4096, 64), (3, 1408)); // ~2 blocks per SM caps the split
+    assert_eq!(plan(128, 4096, 64), (2, 2048)); // at most 2 blocks per SM: 256 of 264, one wave (3: 384)
     assert_eq!(plan(8, 300, 64), (1, 300));
     assert_eq!(plan(2, 1000, 16), (16, 64));
     assert_eq!(plan(131, 512, 64), (2, 256)); // just under the SM count, exactly two chunks of keys
     assert_eq!(plan(132, 4096, 64), (1, 4096)); // exactly the SM count: no split
     assert_eq!(plan(8, 4096, 128), (8, 512)); // Llama decode B=1 (packed: Hkv = 8 row tiles)
-    assert_eq!(plan(128, 4096, 128), (3, 1408)); // B=16
+    assert_eq!(plan(128, 4096, 128), (2, 2048)); // B=16
+    assert_eq!(plan(100, 4096, 128), (2, 2048)); // 264 / 100 slots rounds down
     assert_eq!(plan(1, 1023, 128), (1, 1023));
     assert_eq!(plan(1, 1024, 128), (2, 512));
     // Another SM count changes the answer the way the formula says.
@@ -528,9 +529,9 @@ fn attention_decode_schedule() {
     };
     // Llama 3.1 8B decode (H 32, Hkv 8, S 1, Sk 4096): the 4 heads of a group are one 16-row tile.
     assert_eq!(sched(&[1, 32, 1, 128, 8, 4096]), (true, 8, 4, 16, 128, 1, 8, 512));
-    assert_eq!(sched(&[16, 32, 1, 128, 8, 4096]), (true, 128, 4, 16, 128, 1, 3, 1408));
+    assert_eq!(sched(&[16, 32, 1, 128, 8, 4096]), (true, 128, 4, 16, 128, 1, 2, 2048));
     assert_eq!(sched(&[64, 32, 1, 128, 8, 4096]), (true, 512, 4, 16, 128, 1, 1, 4096));
-    // The config's chunk floor, SPLIT_MIN_BLOCKS (default 4): at 1, chunks of one key tile up to ~2 blocks
+    // The config's chunk floor, SPLIT_MIN_BLOCKS (default 4): at 1, chunks of one key tile up to 2 blocks
     // per SM (32 splits at B1; 4099 keys: 33, the last of 3 keys); B64 still fills the SMs unsplit.
     assert_eq!(config::get(&cfg, "SPLIT_MIN_BLOCKS"), 4);
     let fine: config::Config = cfg.iter().map(|&(k, v)| (k, if k == "SPLIT_MIN_BLOCKS" { 1 } else { v })).collect();

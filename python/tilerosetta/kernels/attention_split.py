@@ -34,13 +34,15 @@ def packed_rows(h: int, hkv: int, s: int, block_m: int) -> bool:
 def split_plan(tiles: int, sk: int, block_n: int, sms: int = H200_SM_COUNT,
                min_blocks: int = MIN_SPLIT_BLOCKS) -> tuple[int, int]:
     """(n_split, chunk): 1 split (chunk = sk) when `tiles` programs already fill `sms` SMs or the keys are
-    too few; else about two programs per SM, each chunk at least `min_blocks` key tiles (a backend's
-    config may lower it: wide key tiles already amortise a chunk's prologue)."""
+    too few; else at most two programs per SM, each chunk at least `min_blocks` key tiles (a backend's
+    config may lower it: wide key tiles already amortise a chunk's prologue). At most, not about: every
+    program streams a chunk, so programs past a whole number of waves cost a chunk's time for a fraction of
+    the SMs (B16 decode, 128 tiles: 3 splits are 384 programs for 2 x 132 slots, 1.45 waves; 2 are one)."""
     if min_blocks < 1:
         raise ValueError(f"attention split plan: min_blocks must be >= 1, got {min_blocks}")
     min_chunk = min_blocks * block_n
     if tiles >= sms or sk < 2 * min_chunk:
         return 1, sk
-    n_split = min(cdiv(sk, min_chunk), cdiv(2 * sms, tiles))
+    n_split = min(cdiv(sk, min_chunk), 2 * sms // tiles)
     chunk = cdiv(cdiv(sk, n_split), block_n) * block_n
     return cdiv(sk, chunk), chunk

@@ -565,7 +565,7 @@ pub fn packed_rows(h: i64, hkv: i64, s: i64, block_m: i64) -> bool {
 
 /// attention_split.py `split_plan` (the same arithmetic, so every backend splits a case alike):
 /// (n_split, chunk) = (1, Sk) when `tiles` row tiles already fill `sms` SMs or the keys are fewer than
-/// two chunks of `min_blocks` key tiles; else about two blocks per SM, chunk a multiple of `block_n`,
+/// two chunks of `min_blocks` key tiles; else at most two blocks per SM, chunk a multiple of `block_n`,
 /// n_split = ceil(Sk / chunk) (the last split may be short).
 pub fn split_plan(tiles: i64, sk: i64, block_n: i64, sms: i64, min_blocks: i64) -> (i64, i64) {
     assert!(min_blocks >= 1 && block_n >= 1, "attention split plan: min_blocks {min_blocks}, block_n {block_n}");
@@ -574,7 +574,7 @@ pub fn split_plan(tiles: i64, sk: i64, block_n: i64, sms: i64, min_blocks: i64) 
     if tiles >= sms || tiles < 1 || sk < 2 * min_chunk {
         return (1, sk);
     }
-    let n_split = cdiv(sk, min_chunk).min(cdiv(2 * sms, tiles));
+    let n_split = cdiv(sk, min_chunk).min(2 * sms / tiles);
     let chunk = cdiv(cdiv(sk, n_split), block_n) * block_n;
     (cdiv(sk, chunk), chunk)
 }

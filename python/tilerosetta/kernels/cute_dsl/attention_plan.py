@@ -13,7 +13,7 @@ Our rows are not attention_split.packed_rows': with PACK=1 a CTA's rows are alwa
 rows of a head group (a tile may span heads), so the CTA count is batch * groups * ceil(G * Sq / BM), and
 split_plan is asked with that count. split_plan's own threshold (split unless the tiles fill the SMs)
 assumes that a program is cheap to add; ours hold a 144-208 KB shared-memory ring, one or two CTAs per SM,
-so a split that only turns one nearly full wave into three (B=16 decode: 128 CTAs -> 384) would be slower.
+so a split that only turns one nearly full wave into two (B=16 decode: 128 CTAs -> 256) would be slower.
 The plan is therefore taken only when the wave estimate (waves x key tiles per CTA) drops to at most
 SPLIT_GAIN of the unsplit one.
 """
