@@ -11,6 +11,21 @@ from tilerosetta.bench import results, runner, sweep
 from tilerosetta.specs import get_spec
 
 
+def test_class_structural_dims_reads_back_what_size_class_writes():
+    # every conformance and bench case of every op: the structure read back from its class is its own
+    from tilerosetta.specs import SPECS
+
+    for op, spec in SPECS.items():
+        for case in (*spec.cases, *spec.bench_cases):
+            cls = tuning.size_class(case.dims, op)
+            assert tuning.class_structural_dims(cls, op) == tuning.structural_dims(case.dims, op), (op, case.name)
+    assert tuning.structural_dims({"B": 1, "H": 32, "Hkv": 8, "S": 1, "Sk": 4096, "D": 128}, "attention") == {"D": 128}
+    assert tuning.class_structural_dims("le4096_D128_S1_B16", "attention") == {"D": 128}  # S1_B16: the suffix
+    assert tuning.class_structural_dims("le4096_D64", "attention") != {"D": 128}
+    assert tuning.class_structural_dims("le16384_M1_deepK", "matmul") == {}
+    assert tuning.class_structural_dims("le4096_D128", "rope") == {"D": 128}
+
+
 def test_size_class():
     assert tuning.size_class({"M": 4096, "N": 4096, "K": 4096}) == "le4096"
     assert tuning.size_class({"M": 4096, "H": 14336}) == "le16384"

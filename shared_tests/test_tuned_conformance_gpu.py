@@ -26,13 +26,11 @@ def _entries():
     return out
 
 
-def _in_class(spec, case, cls: str) -> bool:
+def _in_class(op: str, case, cls: str) -> bool:
     """Whether the entry of size class cls steers this case's calls as far as structure goes: the case's
-    structural dims (spec.dim_choices, as tuning.size_class names them: e.g. attention's head dim) are the
-    class's. A D 128 entry never runs a D 64 call, and may name a kernel only D 128 has."""
-    tokens = cls.split("_")[1:]
-    return all(f"{k}{int(case.dims[k])}" in tokens for k in spec.dim_choices
-               if k in case.dims and k not in ("S", "Sk"))
+    structural dims (tuning.structural_dims: e.g. attention's head dim) are the class's. A D 128 entry never
+    runs a D 64 call, and may name a kernel only D 128 has."""
+    return tuning.structural_dims(case.dims, op) == tuning.class_structural_dims(cls, op)
 
 
 @pytest.mark.parametrize("entry", _entries())
@@ -53,7 +51,7 @@ def test_tuned_configuration_passes_the_conformance_cases(request, entry):
     backend.set_config(op, dtype, config)
     try:
         bad = []
-        cases = [(i, c) for i, c in enumerate(spec.cases) if _in_class(spec, c, cls)]
+        cases = [(i, c) for i, c in enumerate(spec.cases) if _in_class(op, c, cls)]
         assert cases, f"no conformance case of {op} has the structural dims of class {cls}"
         for i, case in cases:
             result = check_case(backend, spec, dtype, case, seed=2000 + i)

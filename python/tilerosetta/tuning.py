@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -47,11 +48,33 @@ def size_class(dims: dict[str, int], op: str | None = None) -> str:
     if op:
         from tilerosetta.specs import get_spec
 
-        for k in get_spec(op).dim_choices:
-            if k in dims and k not in ("S", "Sk"):  # lengths only vary the random tests, they are not structural
-                cls += f"_{k}{int(dims[k])}"
+        cls += "".join(f"_{k}{v}" for k, v in structural_dims(dims, op).items())
         cls += get_spec(op).size_class_suffix(dims)
     return cls
+
+
+_LENGTHS = ("S", "Sk")  # dim_choices that only vary the random tests' lengths: not structural
+
+
+def structural_dims(dims: dict[str, int], op: str) -> dict[str, int]:
+    """The dims of a call that pick a kernel rather than only size it, in the spec's dim_choices order
+    (attention's and rope's head dim D): a size class holds only calls that agree on them."""
+    from tilerosetta.specs import get_spec
+
+    return {k: int(dims[k]) for k in get_spec(op).dim_choices if k in dims and k not in _LENGTHS}
+
+
+def class_structural_dims(cls: str, op: str) -> dict[str, int]:
+    """structural_dims of the calls of size class `cls`, read back from the tokens size_class writes right
+    after 'le<P>' (one '_<K><value>' per structural dim present, in dim_choices order; the spec's suffix
+    follows them)."""
+    from tilerosetta.specs import get_spec
+
+    tokens, out = cls.split("_")[1:], {}
+    for k in (k for k in get_spec(op).dim_choices if k not in _LENGTHS):
+        if tokens and re.fullmatch(rf"{k}\d+", tokens[0]):
+            out[k] = int(tokens.pop(0)[len(k):])
+    return out
 
 
 def empty_table() -> dict:
