@@ -39,7 +39,8 @@
 // and 8 warps per SM, each warp's exp and reductions over 128 values in series; with W 8 and OCC 3 it is 80
 // registers, no spills, 3 CTAs and 24 warps per SM (sm_90 SASS). At 8192 columns 8 warps take OCC 4: 64
 // registers, no spills, 32 warps per SM (layer_norm sm_90 SASS: 640 instructions where W 0 OCC 4 has 1048); the
-// slot held OCC 3 (72 registers), which the H200 sweep of 2026-12-03 measured slower than W 0 (42.8 vs 36.0 us).
+// slot held OCC 3 (72 registers), which the H200 sweep of 2026-12-03 measured slower than W 0 (42.8 vs 36.0 us);
+// OCC 4 measured level with W 0 at 4096x8192 (layer_norm 36.3 vs 36.0 us, rms_norm 34.5 vs 34.5: inside the spreads).
 // And 1 x 4096 at OCC 8: 8 rows per SM where OCC 4 leaves softmax 80 registers (6 CTAs) and layer_norm 112 (4),
 // at 64 registers without spills (sm_90 SASS). It took the slot of 2 x 4096 W 8, which the H200 sweeps of
 // 2026-12-03 measured slower than the W 0 tiles (softmax 32768x4096 157 vs 134 us, layer_norm 16384x4096 80 vs 78).
