@@ -85,3 +85,40 @@ def test_row_register_caps_fit_more_rows_per_sm_without_spills():
         assert capped["options"] == {"maxnreg": cap} and free["options"] == {}, (capped, free)
         assert capped["regs"] <= cap and capped["stl"] == 0, capped
         assert capped["blocks"] > free["blocks"], (capped, free)
+
+
+_SOFTMAX_PROBE = r"""
+import json
+import torch
+from tilerosetta import cubin as cubin_mod
+from tilerosetta.kernels.triton import config
+from tilerosetta.kernels.triton.aot_check import compile_one, variants
+
+out = []
+single_max = config.default("softmax", torch.bfloat16, {"M": 4096, "N": 4096}, False)["single_max"]
+for n in (4096, 16384, single_max + 1):  # the bench widths (one block) and the looped kernel
+    dims = {"M": 4096, "N": n}
+    cfg = config.default("softmax", torch.bfloat16, dims, False)
+    ((kernel, sig, consts, warps, stages, extra, _div),) = variants("softmax", torch.bfloat16, dims, cfg)
+    (k,) = cubin_mod.analyse(compile_one(kernel, sig, consts, warps, stages, 90, True, extra).asm["cubin"])
+    fam = lambda p: sum(c for op, c in k.mix.items() if op.startswith(p))
+    out.append({"n": n, "kernel": kernel.fn.__name__, "ex2": fam("MUFU.EX2"), "fsetp": fam("FSETP"),
+                "rcp": fam("MUFU.RCP")})
+print(json.dumps(out))
+"""
+
+
+def test_softmax_exponentials_are_bare_ex2_and_one_reciprocal_per_row():
+    """softmax's exp(x - max) is tl.exp2 of one FFMA (ex2.approx.ftz: a bare MUFU.EX2; tl.exp's non-ftz ex2
+    puts an FSETP beside each) and the row sum is inverted once, not divided into every element (a division
+    is a MUFU.RCP and its fix-up per element), in the sm_90 code of the configs the bench runs."""
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(PYTHON_DIR))
+    proc = subprocess.run([sys.executable, "-c", _SOFTMAX_PROBE], env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json.loads(proc.stdout)
+    assert {r["kernel"] for r in rows} == {"softmax_block_kernel", "softmax_loop_kernel"}, rows
+    for r in rows:
+        assert r["ex2"] > 0 and r["fsetp"] * 4 < r["ex2"], r
+        assert r["rcp"] <= 2, r
