@@ -155,6 +155,9 @@ def _attn_sweep(base):
     # Decode (`sweep --where BM=16`): the 16-row tile a packed group gets anyway, the key tile and how finely
     # split-KV cuts the keys when the row tiles are fewer than the SMs.
     out += [{"BM": 16, "BN": bn, "OCC": 0, "WARPS": 0, "SPLIT_MIN_BLOCKS": sp} for bn in (64, 128) for sp in (1, 2, 4)]
+    # OCC 2: two decode tiles per SM, what the two-per-SM split plan (kernels/attention_split.py) schedules for;
+    # tile_cpp's 16 x 128 tile at OCC 2 measured 74.9 vs 86.6 us at B 16 (H200, 2026-12-03).
+    out += [{"BM": 16, "BN": bn, "OCC": 2, "WARPS": 0, "SPLIT_MIN_BLOCKS": 1} for bn in (64, 128)]
     return out
 
 
