@@ -32,6 +32,13 @@ pub const HINTS: [&str; 2] = ["OCC", "W"];
 ///   (`allow_tma=False`, unchecked loads) took softmax 4096 x 16384 bf16 from 111 to 71.7 us on the H200.
 pub const FLAGS: [&str; 2] = ["OUT_ROWS", "TMA"];
 
+/// Tile-order keys, 0 or a power of two:
+/// * GM (bmm): 0 = out's (Bt, M/BM, N/BN) tile grid as launched, batch entry fastest, so one wave of 132
+///   CTAs spans up to 132 entries' A panels (Bt 4 x 4096^3: ~128 MiB, far over the 50 MB L2; bench/GAPS.md,
+///   cutile_rs bmm); GM = g walks one entry's tiles at a time in column-major groups of g tile-rows
+///   (`bmm_grouped`, for exact tiles: BM | M, BN | N), the order cuTile Python's and Triton's bmm use.
+pub const ORDER_KEYS: [&str; 1] = ["GM"];
+
 /// The tunable parameter names of an op, in the order kernels take them, then the hint keys.
 pub fn param_names(op: &str) -> &'static [&'static str] {
     match op {
@@ -40,7 +47,8 @@ pub fn param_names(op: &str) -> &'static [&'static str] {
         op if is_row_op(op) => &["BR", "BN", "TMA", "OCC", "W"],
         "silu_and_mul" => &["BR", "BH", "OCC", "W"],
         "rope" => &["BS", "OCC", "W"],
-        "matmul" | "bmm" => &["BM", "BN", "BK", "OCC", "W"],
+        "matmul" => &["BM", "BN", "BK", "OCC", "W"],
+        "bmm" => &["BM", "BN", "BK", "GM", "OCC", "W"],
         "attention" => &["BM", "BN", "SPLIT_MIN_BLOCKS", "OCC", "W"],
         _ => &[],
     }
@@ -233,6 +241,20 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
                     }
                 }
             }
+            // bmm: every tile in out's launch order (GM 0), and the 8-warp tiles also grouped (`sweep --where GM=16`).
+            if op == "bmm" {
+                let plain = std::mem::take(&mut out);
+                for c in plain {
+                    let (bm, bn, w) = (c[0].1, c[1].1, c[4].1);
+                    let with = |gm: i64| vec![c[0], c[1], c[2], ("GM", gm), c[3], c[4]];
+                    out.push(with(0));
+                    if w == 8 && bm * bn >= 128 * 256 {
+                        for gm in [8, 16] {
+                            out.push(with(gm));
+                        }
+                    }
+                }
+            }
             // The decode tiles (`sweep --where BM=16`): narrow N, deep K.
             if half && op == "matmul" {
                 for n in [32, 64, 128] {
@@ -290,6 +312,10 @@ pub fn resolve(op: &str, dtype: DType, dims: &[(&str, i64)], given: &[(String, i
         if FLAGS.contains(&slot.0) {
             if !(*value == 0 || *value == 1) {
                 return Err(ArgError::new(op, "config", format!("switch {name}={value} must be 0 or 1")));
+            }
+        } else if ORDER_KEYS.contains(&slot.0) {
+            if !(*value == 0 || (pow2 && *value <= MAX_TILE)) {
+                return Err(ArgError::new(op, "config", format!("tile order {name}={value} must be 0 or a power of two in [1, {MAX_TILE}]")));
             }
         } else if HINTS.contains(&slot.0) {
             let any = slot.0 == "OCC";

@@ -326,6 +326,26 @@ fn matmul_and_bmm_fold_past_65535_tiles_on_grid_y_or_z() {
 }
 
 #[test]
+fn bmm_runs_its_grouped_order_only_with_gm_and_exact_tiles() {
+    let cfg = |gm: i64| config::resolve("bmm", DType::BF16, &[], &[("GM".to_string(), gm)]).unwrap();
+    let function = |gm: i64, dims: &[i32]| ops::specs("bmm", DType::BF16, &cfg(gm), dims).unwrap().remove(0).function;
+    assert_eq!(function(0, &[16, 2048, 2048, 2048]), "bmm", "GM 0: out's launch order");
+    assert_eq!(function(16, &[16, 2048, 2048, 2048]), "bmm_grouped");
+    let spec = ops::specs("bmm", DType::BF16, &cfg(16), &[16, 2048, 2048, 2048]).unwrap().remove(0);
+    assert_eq!(spec.generics.last().map(String::as_str), Some("16"), "GM is the kernel's last generic");
+    // A tile past M's or N's end (128 x 256 tiles) keeps the bounds-checked kernel.
+    assert_eq!(function(16, &[16, 2000, 2048, 2048]), "bmm");
+    assert_eq!(function(16, &[16, 2048, 2000, 2048]), "bmm");
+    assert_eq!(function(16, &[16, 2048, 2048, 2000]), "bmm_grouped", "K tails are padded loads, not stores");
+    let e = config::resolve("bmm", DType::BF16, &[], &[("GM".to_string(), 3)]).unwrap_err();
+    assert!(e.to_string().contains("GM=3"), "{e}");
+    assert!(config::resolve("matmul", DType::BF16, &[], &[("GM".to_string(), 8)]).is_err(), "matmul has no GM");
+    let space = config::config_space("bmm", DType::BF16);
+    assert!(space.iter().all(|c| c.iter().any(|(k, _)| *k == "GM")), "every bmm config names GM");
+    assert!(space.iter().any(|c| config::get(c, "GM") == 16 && config::get(c, "W") == 8));
+}
+
+#[test]
 fn transpose_folds_its_tiles_into_grid_x_only_past_65535() {
     // out (N, M) in (BN, BM) tiles: ceil(M / BM) is grid y. Tall x folds the grid into grid x (one block
     // per tile, the `transpose_folded` kernel); wide x and ordinary shapes keep the 2-D kernel (fp32, whose

@@ -279,6 +279,23 @@ fn softmax_row_exp_is_one_ffma_and_an_ex2_without_spills() {
     }
 }
 
+/// bmm's grouped order (GM) changes only which tile a block computes: the same threads, shared memory, TMA
+/// loads and wgmma as `bmm` at the bench's 16 x 2048^3, and no spills.
+#[test]
+fn bmm_grouped_keeps_the_main_loop() {
+    need_cuobjdump();
+    let dims = vec![16, 2048, 2048, 2048];
+    let (plain, grouped) = (cubins("bmm", DType::BF16, dims.clone(), vec![]), cubins("bmm", DType::BF16, dims, vec![("GM", 16)]));
+    let ((pt, pc), (gt, gc)) = (&plain[0], &grouped[0]);
+    assert!(gt.contains("bmm_grouped") && !pt.contains("bmm_grouped"), "{pt} / {gt}");
+    let (rp, rg) = (res(pt, pc), res(gt, gc));
+    assert_eq!((rg.threads, rg.shared, rg.local + rg.stack), (rp.threads, rp.shared, 0), "{rp:?} / {rg:?}");
+    let (sp, sg) = (sass_of(pt, pc), sass_of(gt, gc));
+    for op in ["HGMMA", "UTMALDG", "UTMASTG"] {
+        assert_eq!(count(&sg, op), count(&sp, op), "{op}: {gt} vs {pt}");
+    }
+}
+
 /// The bench configurations' resources (prints a markdown table; `--ignored --nocapture`).
 #[test]
 #[ignore]
