@@ -243,7 +243,7 @@ def test_tile_tables():
     assert builtin("bmm", "bf16", {"Bt": 16, "M": 2048, "N": 2048, "K": 2048}) == \
         {"BM": 128, "BN": 256, "BK": 64, "GM": 0, "OCC": 0, "W": 8}
     att = {"B": 4, "H": 32, "S": 4096, "D": 128}
-    assert builtin("attention", "bf16", att) == {"BM": 64, "BN": 128, "SPLIT_MIN_BLOCKS": 4, "OCC": 2, "W": 0}
+    assert builtin("attention", "bf16", att) == {"BM": 64, "BN": 128, "SPLIT_MIN_BLOCKS": 4, "QO": 0, "OCC": 2, "W": 0}
     tuned = b.tuned_config("attention", torch.bfloat16, att)
     assert b.default_config("attention", torch.bfloat16, att) == {**builtin("attention", "bf16", att), **(tuned or {})}
     assert any(c["OCC"] != 0 for c in b.config_space("softmax", FP32)), "the sweep space varies OCC"

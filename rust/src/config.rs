@@ -30,7 +30,11 @@ pub const HINTS: [&str; 2] = ["OCC", "W"];
 ///   in-bounds views with TMA disallowed (plain LDG / STG, every thread loads). 0 applies only where the
 ///   tiles are exact (`row_without_tma`); elsewhere it is ignored. Why: in cuTile Python the same change
 ///   (`allow_tma=False`, unchecked loads) took softmax 4096 x 16384 bf16 from 111 to 71.7 us on the H200.
-pub const FLAGS: [&str; 2] = ["OUT_ROWS", "TMA"];
+/// * QO (attention, the per-head prefill kernel): 0 = out's (B*H, S/BM) tile grid as launched, head fastest,
+///   so one wave of CTAs reads one or two query blocks of every head (B4 H32 S4096 D128: 128 heads' K/V,
+///   256 MiB, far over the 50 MB L2); 1 = `attention_by_query`: query blocks fastest (a wave shares a few
+///   heads' K/V), causal ones last block first (the longest rows start first), for exact query blocks (BM | S).
+pub const FLAGS: [&str; 3] = ["OUT_ROWS", "TMA", "QO"];
 
 /// Tile-order keys, 0 or a power of two:
 /// * GM (bmm): 0 = out's (Bt, M/BM, N/BN) tile grid as launched, batch entry fastest, so one wave of 132
@@ -49,7 +53,7 @@ pub fn param_names(op: &str) -> &'static [&'static str] {
         "rope" => &["BS", "OCC", "W"],
         "matmul" => &["BM", "BN", "BK", "OCC", "W"],
         "bmm" => &["BM", "BN", "BK", "GM", "OCC", "W"],
-        "attention" => &["BM", "BN", "SPLIT_MIN_BLOCKS", "OCC", "W"],
+        "attention" => &["BM", "BN", "SPLIT_MIN_BLOCKS", "QO", "OCC", "W"],
         _ => &[],
     }
 }
@@ -268,9 +272,12 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
         }
         "attention" => {
             let sp = ("SPLIT_MIN_BLOCKS", crate::ops::attention::MIN_SPLIT_BLOCKS);
-            for (m, n) in [(64, 32), (64, 64), (64, 128), (128, 32), (128, 64), (128, 128)] {
-                for occ in [0, 1, 2] {
-                    out.push(vec![("BM", m), ("BN", n), sp, ("OCC", occ), ("W", 0)]);
+            // Each prefill tile in out's launch order (QO 0) and query blocks first (QO 1, `sweep --where QO=1`).
+            for qo in [0, 1] {
+                for (m, n) in [(64, 32), (64, 64), (64, 128), (128, 32), (128, 64), (128, 128)] {
+                    for occ in [0, 1, 2] {
+                        out.push(vec![("BM", m), ("BN", n), sp, ("QO", qo), ("OCC", occ), ("W", 0)]);
+                    }
                 }
             }
             // Decode (`sweep --where BM=16`): the packed 16-row tile (a G=4 group), the key tile and how
@@ -279,7 +286,7 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
             for n in [64, 128] {
                 for s in [1, 2, 4] {
                     for occ in [0, 2] {
-                        out.push(vec![("BM", 16), ("BN", n), ("SPLIT_MIN_BLOCKS", s), ("OCC", occ), ("W", 0)]);
+                        out.push(vec![("BM", 16), ("BN", n), ("SPLIT_MIN_BLOCKS", s), ("QO", 0), ("OCC", occ), ("W", 0)]);
                     }
                 }
             }

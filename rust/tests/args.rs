@@ -346,6 +346,25 @@ fn bmm_runs_its_grouped_order_only_with_gm_and_exact_tiles() {
 }
 
 #[test]
+fn attention_runs_in_query_block_order_only_with_qo_on_exact_prefill_blocks() {
+    let cfg = |qo: i64| config::resolve("attention", DType::BF16, &[("D", 128)], &[("QO".to_string(), qo)]).unwrap();
+    let function = |qo: i64, dims: &[i32], causal: bool| ops::attention::specs(DType::BF16, &cfg(qo), dims, causal).remove(0).function;
+    for causal in [false, true] {
+        assert_eq!(function(0, &[4, 32, 4096, 128], causal), "attention", "QO 0: out's launch order");
+        assert_eq!(function(1, &[4, 32, 4096, 128], causal), "attention_by_query");
+        assert_eq!(function(1, &[4, 32, 4000, 128], causal), "attention", "a query block past S keeps the clipped store");
+    }
+    // Decode schedules (packed rows, split-KV) have their own kernels whatever QO says.
+    let plan_dims = [1, 32, 1, 128, 8, 4096];
+    assert_ne!(ops::attention::specs(DType::BF16, &cfg(1), &plan_dims, true)[0].function, "attention_by_query");
+    let e = config::resolve("attention", DType::BF16, &[], &[("QO".to_string(), 2)]).unwrap_err();
+    assert!(e.to_string().contains("QO=2"), "{e}");
+    let space = config::config_space("attention", DType::BF16);
+    assert!(space.iter().all(|c| c.iter().any(|(k, _)| *k == "QO")), "every attention config names QO");
+    assert!(space.iter().any(|c| config::get(c, "QO") == 1 && config::get(c, "BM") == 128));
+}
+
+#[test]
 fn transpose_folds_its_tiles_into_grid_x_only_past_65535() {
     // out (N, M) in (BN, BM) tiles: ceil(M / BM) is grid y. Tall x folds the grid into grid x (one block
     // per tile, the `transpose_folded` kernel); wide x and ordinary shapes keep the 2-D kernel (fp32, whose

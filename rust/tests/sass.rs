@@ -296,6 +296,26 @@ fn bmm_grouped_keeps_the_main_loop() {
     }
 }
 
+/// attention's query-block order (QO 1) changes only which block a CTA computes: the same threads, shared
+/// memory, TMA loads and wgmma as `attention` on the bench's B4 H32 S4096 prefill (D 64 and 128, causal or
+/// not), and no spills.
+#[test]
+fn attention_by_query_keeps_the_main_loop() {
+    need_cuobjdump();
+    for (d, causal) in [(128, 0), (128, 1), (64, 0)] {
+        let dims = vec![4, 32, 4096, d, causal];
+        let (plain, by_q) = (cubins("attention", DType::BF16, dims.clone(), vec![]), cubins("attention", DType::BF16, dims, vec![("QO", 1)]));
+        let ((pt, pc), (qt, qc)) = (&plain[0], &by_q[0]);
+        assert!(qt.contains("attention_by_query") && !pt.contains("by_query"), "{pt} / {qt}");
+        let (rp, rq) = (res(pt, pc), res(qt, qc));
+        assert_eq!((rq.threads, rq.shared, rq.local + rq.stack), (rp.threads, rp.shared, 0), "{rp:?} / {rq:?}");
+        let (sp, sq) = (sass_of(pt, pc), sass_of(qt, qc));
+        for op in ["HGMMA", "UTMALDG", "MUFU.EX2"] {
+            assert_eq!(count(&sq, op), count(&sp, op), "{op}: {qt} vs {pt}");
+        }
+    }
+}
+
 /// The bench configurations' resources (prints a markdown table; `--ignored --nocapture`).
 #[test]
 #[ignore]

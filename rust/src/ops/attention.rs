@@ -32,7 +32,7 @@
 //!   sm_count); compile-only specs and plan-time grid checks assume the H200's 132, as Python does
 //!   without a GPU.
 //! * Kernels: `attention` / `attention_folded` (per-head rows, no split: the prefill path, unchanged by
-//!   the decode schedule), `attention_rows` (packed rows, no split), `attention_split` + `attention_combine`.
+//!   the decode schedule; `attention_by_query` is `attention` in query-block order, config QO), `attention_rows` (packed rows, no split), `attention_split` + `attention_combine`.
 //!   Every grid is the output partition's tile counts (grid x = row sets [x splits], y = row blocks; the
 //!   combine's y = rows). Only the per-head path can have more than 65535 row blocks on y (it then folds
 //!   into grid x, issue 16): a packed row set is one row block, and a split schedule has fewer row tiles
@@ -116,6 +116,45 @@ pub mod kernel {
         let yt: Tile<T, { [BM, D] }> = attend::<T, BM, BN, D, CAUSAL, FOLD>(q, k, v, qk_scale_log2, pid.0, pid.1);
         // Rows past S fall outside the (B*H, S, D) view and are not written (clipped tile store).
         out.store(yt.reshape(shape![1, BM, D]));
+    }
+
+    /// `attention` with the query blocks fastest (config QO = 1): launch block p (x fastest over the same
+    /// (B*H, S/BM) grid) takes head p / tq and query block p % tq, causal ones counted from the last (its
+    /// rows see the most keys, so the long blocks start first and short ones fill the tail). A wave of CTAs
+    /// then reads a few heads' K/V, which the L2 keeps, instead of one or two blocks of every head. Exact
+    /// query blocks only (BM | S: the launch checks), so every store is in bounds.
+    #[cutile::entry()]
+    pub fn attention_by_query<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const CAUSAL: i32,
+        const FOLD: i32,
+    >(
+        out: &mut Tensor<T, { [1, BM, D] }>,
+        q: &Tensor<T, { [-1, -1, -1] }>,
+        k: &Tensor<T, { [-1, -1, -1] }>,
+        v: &Tensor<T, { [-1, -1, -1] }>,
+        qk_scale_log2: f32,
+    ) {
+        let pid: (i32, i32, i32) = get_tile_block_id();
+        let heads: i32 = get_shape_dim(q.shape(), 0i32);
+        let tq: i32 = get_shape_dim(q.shape(), 1i32) / BM;
+        let p: i32 = pid.0 + heads * pid.1;
+        let bh: i32 = p / tq;
+        let mut mb: i32 = p % tq;
+        if CAUSAL == 1i32 {
+            mb = tq - 1i32 - mb;
+        }
+        let yt: Tile<T, { [BM, D] }> = attend::<T, BM, BN, D, CAUSAL, FOLD>(q, k, v, qk_scale_log2, bh, mb);
+        // SAFETY: a view of out as it is at entry (its token); p -> (bh, mb) is a bijection of the grid onto
+        // out's tiles, so each tile is written by one block, and BM | S keeps every tile in bounds.
+        let part_out: PartitionMut<T, { [1, BM, D] }> =
+            unsafe { make_partition_view_mut(out, shape![1, BM, D], padding::None, out.token()) };
+        let _done: Token = unsafe {
+            store_view_raw(&part_out, yt.reshape(shape![1, BM, D]), [bh, mb, 0i32], None, ordering::Weak, scope::TileBlock, tma::Enabled, None, [true, true, true])
+        };
     }
 
     /// The same blocks on a 1-D grid (issue 16): out tile (bh, mb, 0) comes from the mapped index.
@@ -746,7 +785,21 @@ pub fn specs_on(dtype: DType, sc: &Schedule, causal: bool, scale_pos: bool) -> V
     if folded {
         generics.extend(LINEAR_MAP_3D.iter().map(|v| v.to_string()));
     }
-    vec![spec(if folded { "attention_folded" } else { "attention" }, generics, args)]
+    let function = if folded {
+        "attention_folded"
+    } else if by_query(sc) {
+        "attention_by_query"
+    } else {
+        "attention"
+    };
+    vec![spec(function, generics, args)]
+}
+
+/// Whether the per-head kernel runs in query-block order (`attention_by_query`): QO = 1 and exact query
+/// blocks (BM | S). Its grid is `attention`'s, so the fold past 65535 row blocks (checked first) wins.
+pub fn by_query(sc: &Schedule) -> bool {
+    let qo = sc.cfg.iter().find(|(k, _)| *k == "QO").map_or(0, |&(_, v)| v);
+    qo == 1 && !sc.packed && sc.n_split == 1 && sc.m % sc.bm == 0
 }
 
 pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(), String> {
@@ -777,6 +830,12 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
         }
         "attention_rows" => {
             let op = kernel::attention_rows(tiles, &q, &k, &v, qk_scale_log2, sc.s)
+                .generics(spec.generics)
+                .compile_options(spec.options);
+            unsafe { op.async_on(&rt.stream) }.map(|_| ())
+        }
+        "attention_by_query" => {
+            let op = kernel::attention_by_query(tiles, &q, &k, &v, qk_scale_log2)
                 .generics(spec.generics)
                 .compile_options(spec.options);
             unsafe { op.async_on(&rt.stream) }.map(|_| ())
