@@ -47,6 +47,16 @@ def test_compiles_for_sm90(aot_report, op):
     assert compiled, f"no {op} kernel was compiled"
 
 
+def _probe(code: str) -> list[dict]:
+    """Run a compile probe (code printing JSON) in a subprocess with TRITON_INTERPRET=0; its rows."""
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(PYTHON_DIR))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
+
+
 _CAP_PROBE = r"""
 import json, sys
 import torch
@@ -73,12 +83,7 @@ def test_row_register_caps_fit_more_rows_per_sm_without_spills():
     """Each capped row config of the sweep space (config._ROW_CAPS, on the row width it is for) reaches the
     kernel as maxnreg, keeps every value in registers, and puts more one-row programs on an SM than the same
     config uncapped."""
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("triton is not installed")
-    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(PYTHON_DIR))
-    proc = subprocess.run([sys.executable, "-c", _CAP_PROBE], env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = json.loads(proc.stdout)
+    rows = _probe(_CAP_PROBE)
     assert {r["op"] for r in rows} >= {"softmax", "rms_norm"}, rows
     for capped, free in zip(rows[::2], rows[1::2]):
         cap = capped["cfg"]["maxnreg"]
@@ -112,12 +117,7 @@ def test_softmax_exponentials_are_bare_ex2_and_one_reciprocal_per_row():
     """softmax's exp(x - max) is tl.exp2 of one FFMA (ex2.approx.ftz: a bare MUFU.EX2; tl.exp's non-ftz ex2
     puts an FSETP beside each) and the row sum is inverted once, not divided into every element (a division
     is a MUFU.RCP and its fix-up per element), in the sm_90 code of the configs the bench runs."""
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("triton is not installed")
-    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(PYTHON_DIR))
-    proc = subprocess.run([sys.executable, "-c", _SOFTMAX_PROBE], env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = json.loads(proc.stdout)
+    rows = _probe(_SOFTMAX_PROBE)
     assert {r["kernel"] for r in rows} == {"softmax_block_kernel", "softmax_loop_kernel"}, rows
     for r in rows:
         assert r["ex2"] > 0 and r["fsetp"] * 4 < r["ex2"], r
@@ -147,12 +147,7 @@ print(json.dumps(out))
 def test_layer_norm_one_pass_has_one_reduction():
     """ONE_PASS 1 runs the shifted kernel, whose two sums share one block reduction: fewer CTA barriers per row
     than the two-pass kernel at the bench's 8192-wide rows (sm_90: 2 against 5), at 8 and 16 warps, no spills."""
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("triton is not installed")
-    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(PYTHON_DIR))
-    proc = subprocess.run([sys.executable, "-c", _LAYER_NORM_PROBE], env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = {(r["one_pass"], r["warps"]): r for r in json.loads(proc.stdout)}
+    rows = {(r["one_pass"], r["warps"]): r for r in _probe(_LAYER_NORM_PROBE)}
     for warps in (8, 16):
         two, one = rows[0, warps], rows[1, warps]
         assert (two["kernel"], one["kernel"]) == ("layer_norm_block_kernel", "layer_norm_block_shifted_kernel"), rows

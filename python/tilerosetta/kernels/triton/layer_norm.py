@@ -20,7 +20,8 @@ from tilerosetta.kernels.triton import row_launch
 
 
 @triton.jit
-def layer_norm_block_kernel(x_ptr, w_ptr, b_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
+def _block_row(x_ptr, w_ptr, b_ptr, N, BLOCK_N: tl.constexpr):
+    """This program's row offset, columns, mask, and x, w, b in fp32 (padding 0)."""
     row = tl.program_id(0).to(tl.int64) * N
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
@@ -29,6 +30,12 @@ def layer_norm_block_kernel(x_ptr, w_ptr, b_ptr, out_ptr, N, eps, BLOCK_N: tl.co
     # they were a dependent round trip at the end of every row with nothing else of the program in flight.
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    return row, cols, mask, x, w, b
+
+
+@triton.jit
+def layer_norm_block_kernel(x_ptr, w_ptr, b_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
+    row, cols, mask, x, w, b = _block_row(x_ptr, w_ptr, b_ptr, N, BLOCK_N)
     mean = tl.sum(x, axis=0) / N
     xc = tl.where(mask, x - mean, 0.0)  # padding must not add mean^2 to the variance
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
@@ -42,12 +49,7 @@ def _add_pair(a0, a1, b0, b1):
 
 @triton.jit
 def layer_norm_block_shifted_kernel(x_ptr, w_ptr, b_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64) * N
-    cols = tl.arange(0, BLOCK_N)
-    mask = cols < N
-    x = tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    row, cols, mask, x, w, b = _block_row(x_ptr, w_ptr, b_ptr, N, BLOCK_N)
     c = tl.load(x_ptr + row).to(tl.float32)  # the shift: any value of the row; N >= 1
     d = tl.where(mask, x - c, 0.0)
     s1, s2 = tl.reduce((d, d * d), 0, _add_pair)
