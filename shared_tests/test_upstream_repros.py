@@ -147,3 +147,23 @@ def test_tile_cpp_loads_through_a_lambda_leave_tma_and_spill(tmp_path):
     assert (inline["threads"], inline.get("STL"), inline.get("LDG"), inline["UTMALDG"]) == ("256", None, None, "3"), inline
     assert lam["threads"] == "512" and int(lam["STL"]) > 0 and int(lam["LDG"]) > 0, lam
     assert int(lam["UTMALDG"]) < int(inline["UTMALDG"]), (inline, lam)
+
+
+def test_triton_warp_specialize_leaves_hopper_attention_alone_or_fails(tmp_path):
+    # Triton's reproducer needs Triton (its own compiler and cuobjdump), not tileiras.
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    if toolchain.binary_tool("cuobjdump") is None:
+        pytest.skip("cuobjdump not found (beside tileiras, in Triton's wheel, on PATH)")
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    res = subprocess.run([sys.executable, "repro/triton/warp_specialize_attention.py", "--out", str(tmp_path)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = {t.split(" | ")[0]: dict(w.split("=", 1) for w in t.split(" | ")[1].split() if "=" in w)
+            for t in res.stdout.splitlines() if " | " in t}
+    plain, ws = rows["WARPS=8 WS=0"], rows["WARPS=8 WS=1"]
+    assert plain["compiled"] == ws["compiled"] == "1" and plain["sha"] == ws["sha"], (plain, ws)
+    assert rows["WARPS=4 WS=0"]["compiled"] == "1", rows
+    assert rows["WARPS=4 WS=1"]["compiled"] == "0" and "PassManager" in rows["WARPS=4 WS=1"]["error"], rows
