@@ -79,6 +79,25 @@ def test_layer_norm_one_pass_removes_a_large_offset(triton_backend, offset):
     assert err < 1e-4, f"offset {offset}: max error {err:.3g} of the largest output"
 
 
+@pytest.mark.parametrize("cfg", [{}, {"single_max": 0, "loop_block": 64}], ids=["block", "looped"])
+def test_softmax_logits_near_float_max(triton_backend, cfg):
+    # exp(x - max) takes x - max first: the one-FFMA form x * log2 e - max * log2 e overflows max * log2 e to inf
+    # past FLT_MAX / log2 e (2.36e38) and gives NaN rows.
+    b = triton_backend
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 300, generator=g)
+    x[0, :2] = 3.0e38
+    x[1] = -3.0e38 + 1e32 * torch.randn(300, generator=g)
+    x[2, 7] = 2.5e38
+    x = x.to(b.device_type)
+    b.set_config("softmax", torch.float32, cfg or None)
+    out = torch.empty_like(x)
+    b.op("softmax")(x, out)
+    ref = torch.softmax(x.double(), dim=-1)
+    assert torch.isfinite(out).all(), out
+    assert (out.double() - ref).abs().max().item() < 1e-6
+
+
 @pytest.mark.parametrize("out_rows", [0, 1])
 @pytest.mark.parametrize("m,n", [(1, 1), (17, 31), (100, 300), (300, 100)])
 def test_transpose_both_tile_orders(triton_backend, out_rows, m, n):

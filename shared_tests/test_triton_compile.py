@@ -114,7 +114,7 @@ print(json.dumps(out))
 
 
 def test_softmax_exponentials_are_bare_ex2_and_one_reciprocal_per_row():
-    """softmax's exp(x - max) is tl.exp2 of one FFMA (ex2.approx.ftz: a bare MUFU.EX2; tl.exp's non-ftz ex2
+    """softmax's exp(x - max) is tl.exp2 of (x - max) * log2 e (ex2.approx.ftz: a bare MUFU.EX2; tl.exp's non-ftz ex2
     puts an FSETP beside each) and the row sum is inverted once, not divided into every element (a division
     is a MUFU.RCP and its fix-up per element), in the sm_90 code of the configs the bench runs."""
     rows = _probe(_SOFTMAX_PROBE)

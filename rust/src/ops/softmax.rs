@@ -34,16 +34,14 @@ pub mod kernel {
             xf = select(lt_tile(cols, n_tile), xf, neg_inf);
         }
         let m: Tile<f32, { [BR] }> = reduce_max(xf, 1);
-        // exp(x - m) as exp2(x * log2 e - m * log2 e): one FFMA and a bare MUFU.EX2 per element, subnormals
-        // flushed (exp lowers to a range-reduced expansion around the EX2, ~4 FFMA, 2 FMUL, 2 SHF, 2 FADD per
-        // element; on the sm_90 SASS of the 1 x 16384 W 8 OCC 3 tile it also spilled 24 B to the stack:
-        // 1080 -> 592 instructions, no stack; tests/sass.rs). The
-        // rounding of m * log2 e is one factor common to the whole row, so it cancels in p / sum; a p under
-        // 2^-126 becomes 0 (an absolute error below 2^-126 in an output <= 1). Masked columns: -inf, p = 0.
+        // exp(x - m) as exp2((x - m) * log2 e) with subnormals flushed: a bare MUFU.EX2 per element (exp lowers
+        // to a range-reduced expansion around the EX2, ~4 FFMA, 2 FMUL, 2 SHF, 2 FADD per element; on the sm_90
+        // SASS of the 1 x 16384 W 8 OCC 3 tile it also spilled 24 B to the stack; tests/sass.rs). x - m first,
+        // not one FFMA x * log2 e - m * log2 e: m * log2 e overflows for |m| > FLT_MAX / log2 e. A p under 2^-126
+        // becomes 0 (an absolute error below 2^-126 in an output <= 1). Masked columns: -inf, p = 0.
         let log2e: Tile<f32, { [BR, BN] }> = constant(1.442_695_040_888_963_4f32, shape![BR, BN]);
-        let log2e_m: Tile<f32, { [BR, 1] }> = constant(1.442_695_040_888_963_4f32, shape![BR, 1]);
-        let neg_mc: Tile<f32, { [BR, BN] }> = negf(m.reshape(shape![BR, 1]) * log2e_m).broadcast(shape![BR, BN]);
-        let p: Tile<f32, { [BR, BN] }> = exp2(fma(xf, log2e, neg_mc, rounding::NearestEven, ftz::Enabled), ftz::Enabled);
+        let d: Tile<f32, { [BR, BN] }> = xf - m.reshape(shape![BR, 1]).broadcast(shape![BR, BN]);
+        let p: Tile<f32, { [BR, BN] }> = exp2(d * log2e, ftz::Enabled);
         let l: Tile<f32, { [BR] }> = reduce_sum(p, 1);
         let one: Tile<f32, { [BR, 1] }> = constant(1.0f32, shape![BR, 1]);
         let inv: Tile<f32, { [BR, BN] }> = true_div(one, l.reshape(shape![BR, 1])).broadcast(shape![BR, BN]);
