@@ -79,6 +79,8 @@ def test_layer_norm_one_pass_removes_a_large_offset(triton_backend, offset):
     assert err < 1e-4, f"offset {offset}: max error {err:.3g} of the largest output"
 
 
+# (x - max) * log2 e overflows to -inf for row 0's ordinary entries (about -3e38 * 1.44), as on the GPU: exp2 gives 0
+@pytest.mark.filterwarnings("ignore:overflow encountered in multiply:RuntimeWarning")
 @pytest.mark.parametrize("cfg", [{}, {"single_max": 0, "loop_block": 64}], ids=["block", "looped"])
 def test_softmax_logits_near_float_max(triton_backend, cfg):
     # exp(x - max) takes x - max first: the one-FFMA form x * log2 e - max * log2 e overflows max * log2 e to inf
