@@ -236,26 +236,24 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
         }
         "matmul" | "bmm" => {
             let bks: &[i64] = if half { &[32, 64] } else { &[16, 32] };
+            // bmm's configs also name GM: 0 (out's launch order) for every tile, and 8 / 16 (grouped, `sweep
+            // --where GM=16`) for the 8-warp tiles of 128 x 256 and up.
+            let mut push = |m: i64, n: i64, k: i64, w: i64| {
+                if op == "matmul" {
+                    out.push(vec![("BM", m), ("BN", n), ("BK", k), ("OCC", 0), ("W", w)]);
+                    return;
+                }
+                let gms: &[i64] = if w == 8 && m * n >= 128 * 256 { &[0, 8, 16] } else { &[0] };
+                for &gm in gms {
+                    out.push(vec![("BM", m), ("BN", n), ("BK", k), ("GM", gm), ("OCC", 0), ("W", w)]);
+                }
+            };
             for (m, n) in [(64, 64), (128, 64), (64, 128), (128, 128), (128, 256), (256, 128)] {
                 for &k in bks {
-                    out.push(vec![("BM", m), ("BN", n), ("BK", k), ("OCC", 0), ("W", 0)]);
+                    push(m, n, k, 0);
                     // Two consumer warpgroups need at least 2 x 64 rows of output.
                     if m >= 128 && m * n >= 128 * 128 {
-                        out.push(vec![("BM", m), ("BN", n), ("BK", k), ("OCC", 0), ("W", 8)]);
-                    }
-                }
-            }
-            // bmm: every tile in out's launch order (GM 0), and the 8-warp tiles also grouped (`sweep --where GM=16`).
-            if op == "bmm" {
-                let plain = std::mem::take(&mut out);
-                for c in plain {
-                    let (bm, bn, w) = (c[0].1, c[1].1, c[4].1);
-                    let with = |gm: i64| vec![c[0], c[1], c[2], ("GM", gm), c[3], c[4]];
-                    out.push(with(0));
-                    if w == 8 && bm * bn >= 128 * 256 {
-                        for gm in [8, 16] {
-                            out.push(with(gm));
-                        }
+                        push(m, n, k, 8);
                     }
                 }
             }

@@ -279,40 +279,35 @@ fn softmax_row_exp_is_a_bare_ex2_without_spills() {
     }
 }
 
-/// bmm's grouped order (GM) changes only which tile a block computes: the same threads, shared memory, TMA
-/// loads and wgmma as `bmm` at the bench's 16 x 2048^3, and no spills.
-#[test]
-fn bmm_grouped_keeps_the_main_loop() {
-    need_cuobjdump();
-    let dims = vec![16, 2048, 2048, 2048];
-    let (plain, grouped) = (cubins("bmm", DType::BF16, dims.clone(), vec![]), cubins("bmm", DType::BF16, dims, vec![("GM", 16)]));
-    let ((pt, pc), (gt, gc)) = (&plain[0], &grouped[0]);
-    assert!(gt.contains("bmm_grouped") && !pt.contains("bmm_grouped"), "{pt} / {gt}");
-    let (rp, rg) = (res(pt, pc), res(gt, gc));
-    assert_eq!((rg.threads, rg.shared, rg.local + rg.stack), (rp.threads, rp.shared, 0), "{rp:?} / {rg:?}");
-    let (sp, sg) = (sass_of(pt, pc), sass_of(gt, gc));
-    for op in ["HGMMA", "UTMALDG", "UTMASTG"] {
-        assert_eq!(count(&sg, op), count(&sp, op), "{op}: {gt} vs {pt}");
+/// A tile-order key (`order`, e.g. ("GM", 16)) runs the kernel `function` instead of the default one and
+/// changes only which tile a block computes: the same threads and shared memory, the same count of each
+/// opcode in `same`, and no spills.
+fn assert_same_main_loop(op: &'static str, dims: Vec<i32>, order: (&'static str, i64), function: &str, same: &[&str]) {
+    let (plain, ordered) = (cubins(op, DType::BF16, dims.clone(), vec![]), cubins(op, DType::BF16, dims, vec![order]));
+    let ((pt, pc), (ot, oc)) = (&plain[0], &ordered[0]);
+    assert!(ot.contains(function) && !pt.contains(function), "{pt} / {ot}");
+    let (rp, ro) = (res(pt, pc), res(ot, oc));
+    assert_eq!((ro.threads, ro.shared, ro.local + ro.stack), (rp.threads, rp.shared, 0), "{rp:?} / {ro:?}");
+    let (sp, so) = (sass_of(pt, pc), sass_of(ot, oc));
+    for opcode in same {
+        assert_eq!(count(&so, opcode), count(&sp, opcode), "{opcode}: {ot} vs {pt}");
     }
 }
 
-/// attention's query-block order (QO 1) changes only which block a CTA computes: the same threads, shared
-/// memory, TMA loads and wgmma as `attention` on the bench's B4 H32 S4096 prefill (D 64 and 128, causal or
-/// not), and no spills.
+/// bmm's grouped order (GM) at the bench's 16 x 2048^3.
+#[test]
+fn bmm_grouped_keeps_the_main_loop() {
+    need_cuobjdump();
+    assert_same_main_loop("bmm", vec![16, 2048, 2048, 2048], ("GM", 16), "bmm_grouped", &["HGMMA", "UTMALDG", "UTMASTG"]);
+}
+
+/// attention's query-block order (QO 1) on the bench's B4 H32 S4096 prefill (D 64 and 128, causal or not).
 #[test]
 fn attention_by_query_keeps_the_main_loop() {
     need_cuobjdump();
     for (d, causal) in [(128, 0), (128, 1), (64, 0)] {
-        let dims = vec![4, 32, 4096, d, causal];
-        let (plain, by_q) = (cubins("attention", DType::BF16, dims.clone(), vec![]), cubins("attention", DType::BF16, dims, vec![("QO", 1)]));
-        let ((pt, pc), (qt, qc)) = (&plain[0], &by_q[0]);
-        assert!(qt.contains("attention_by_query") && !pt.contains("by_query"), "{pt} / {qt}");
-        let (rp, rq) = (res(pt, pc), res(qt, qc));
-        assert_eq!((rq.threads, rq.shared, rq.local + rq.stack), (rp.threads, rp.shared, 0), "{rp:?} / {rq:?}");
-        let (sp, sq) = (sass_of(pt, pc), sass_of(qt, qc));
-        for op in ["HGMMA", "UTMALDG", "MUFU.EX2"] {
-            assert_eq!(count(&sq, op), count(&sp, op), "{op}: {qt} vs {pt}");
-        }
+        assert_same_main_loop("attention", vec![4, 32, 4096, d, causal], ("QO", 1), "attention_by_query",
+                              &["HGMMA", "UTMALDG", "MUFU.EX2"]);
     }
 }
 

@@ -15,6 +15,29 @@ use cutile::prelude::*;
 pub mod kernel {
     use cutile::core::*;
 
+    /// Out tile (e, i, j): batch entry e's A row panel i times its B column panel j, K in BK steps with an
+    /// fp32 accumulator (loads past M, N or K read zeros): the body of every bmm entry (inlined by the
+    /// cuTile compiler).
+    fn tile_product<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
+        a: &Tensor<T, { [-1, -1, -1] }>,
+        b: &Tensor<T, { [-1, -1, -1] }>,
+        e: i32,
+        i: i32,
+        j: i32,
+    ) -> Tile<T, { [1, BM, BN] }> {
+        let k: i32 = get_shape_dim(a.shape(), 2i32);
+        let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+        for kk in 0i32..ceil_div(k, BK) {
+            let at: Tile<T, { [1, BM, BK] }> = a.load_tile(shape![1, BM, BK], [e, i, kk]);
+            let bt: Tile<T, { [1, BK, BN] }> = b.load_tile(shape![1, BK, BN], [e, kk, j]);
+            let at: Tile<T, { [BM, BK] }> = at.reshape(shape![BM, BK]);
+            let bt: Tile<T, { [BK, BN] }> = bt.reshape(shape![BK, BN]);
+            acc = mma(at, bt, acc);
+        }
+        let y: Tile<T, { [BM, BN] }> = convert_tile(acc);
+        y.reshape(shape![1, BM, BN])
+    }
+
     #[cutile::entry()]
     pub fn bmm<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
         out: &mut Tensor<T, { [1, BM, BN] }>,
@@ -22,17 +45,7 @@ pub mod kernel {
         b: &Tensor<T, { [-1, -1, -1] }>,
     ) {
         let pid: (i32, i32, i32) = get_tile_block_id();
-        let k: i32 = get_shape_dim(a.shape(), 2i32);
-        let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
-        for kk in 0i32..ceil_div(k, BK) {
-            let at: Tile<T, { [1, BM, BK] }> = a.load_tile(shape![1, BM, BK], [pid.0, pid.1, kk]);
-            let bt: Tile<T, { [1, BK, BN] }> = b.load_tile(shape![1, BK, BN], [pid.0, kk, pid.2]);
-            let at: Tile<T, { [BM, BK] }> = at.reshape(shape![BM, BK]);
-            let bt: Tile<T, { [BK, BN] }> = bt.reshape(shape![BK, BN]);
-            acc = mma(at, bt, acc);
-        }
-        let y: Tile<T, { [BM, BN] }> = convert_tile(acc);
-        out.store(y.reshape(shape![1, BM, BN]));
+        out.store(tile_product::<T, BM, BN, BK>(a, b, pid.0, pid.1, pid.2));
     }
 
     /// `bmm` on the same (Bt, M/BM, N/BN) grid, but block p (launch order: x fastest) computes the p-th
@@ -50,7 +63,6 @@ pub mod kernel {
         let bt: i32 = get_shape_dim(a.shape(), 0i32);
         let tm: i32 = get_shape_dim(a.shape(), 1i32) / BM;
         let tn: i32 = get_shape_dim(b.shape(), 2i32) / BN;
-        let k: i32 = get_shape_dim(a.shape(), 2i32);
         let p: i32 = pid.0 + bt * (pid.1 + tm * pid.2);
         let e: i32 = p / (tm * tn);
         let t: i32 = p % (tm * tn);
@@ -58,21 +70,13 @@ pub mod kernel {
         let rows: i32 = min(tm - first_m, GM); // the last group may be short
         let i: i32 = first_m + (t % (GM * tn)) % rows;
         let j: i32 = (t % (GM * tn)) / rows;
-        let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
-        for kk in 0i32..ceil_div(k, BK) {
-            let at: Tile<T, { [1, BM, BK] }> = a.load_tile(shape![1, BM, BK], [e, i, kk]);
-            let bt_: Tile<T, { [1, BK, BN] }> = b.load_tile(shape![1, BK, BN], [e, kk, j]);
-            let at: Tile<T, { [BM, BK] }> = at.reshape(shape![BM, BK]);
-            let bt_: Tile<T, { [BK, BN] }> = bt_.reshape(shape![BK, BN]);
-            acc = mma(at, bt_, acc);
-        }
-        let y: Tile<T, { [BM, BN] }> = convert_tile(acc);
+        let y: Tile<T, { [1, BM, BN] }> = tile_product::<T, BM, BN, BK>(a, b, e, i, j);
         // SAFETY: a view of out as it is at entry (its token); p -> (e, i, j) is a bijection of the grid
         // onto out's tiles, so each tile is written by one block, and exact tiles keep it in bounds.
         let part_out: PartitionMut<T, { [1, BM, BN] }> =
             unsafe { make_partition_view_mut(out, shape![1, BM, BN], padding::None, out.token()) };
         let _done: Token = unsafe {
-            store_view_raw(&part_out, y.reshape(shape![1, BM, BN]), [e, i, j], None, ordering::Weak, scope::TileBlock, tma::Enabled, None, [true, true, true])
+            store_view_raw(&part_out, y, [e, i, j], None, ordering::Weak, scope::TileBlock, tma::Enabled, None, [true, true, true])
         };
     }
 
@@ -83,19 +87,9 @@ pub mod kernel {
         a: &Tensor<T, { [-1, -1, -1] }>,
         b: &Tensor<T, { [-1, -1, -1] }>,
     ) {
-        let k: i32 = get_shape_dim(a.shape(), 2i32);
         for index in out.iter_indices() {
             let (e, i, j) = index.components();
-            let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
-            for kk in 0i32..ceil_div(k, BK) {
-                let at: Tile<T, { [1, BM, BK] }> = a.load_tile(shape![1, BM, BK], [e, i, kk]);
-                let bt: Tile<T, { [1, BK, BN] }> = b.load_tile(shape![1, BK, BN], [e, kk, j]);
-                let at: Tile<T, { [BM, BK] }> = at.reshape(shape![BM, BK]);
-                let bt: Tile<T, { [BK, BN] }> = bt.reshape(shape![BK, BN]);
-                acc = mma(at, bt, acc);
-            }
-            let y: Tile<T, { [BM, BN] }> = convert_tile(acc);
-            out.store(y.reshape(shape![1, BM, BN]), index);
+            out.store(tile_product::<T, BM, BN, BK>(a, b, e, i, j), index);
         }
     }
 }
