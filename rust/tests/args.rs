@@ -339,10 +339,32 @@ fn bmm_runs_its_grouped_order_only_with_gm_and_exact_tiles() {
     assert_eq!(function(16, &[16, 2048, 2048, 2000]), "bmm_grouped", "K tails are padded loads, not stores");
     let e = config::resolve("bmm", DType::BF16, &[], &[("GM".to_string(), 3)]).unwrap_err();
     assert!(e.to_string().contains("GM=3"), "{e}");
-    assert!(config::resolve("matmul", DType::BF16, &[], &[("GM".to_string(), 8)]).is_err(), "matmul has no GM");
     let space = config::config_space("bmm", DType::BF16);
     assert!(space.iter().all(|c| c.iter().any(|(k, _)| *k == "GM")), "every bmm config names GM");
     assert!(space.iter().any(|c| config::get(c, "GM") == 16 && config::get(c, "W") == 8));
+}
+
+#[test]
+fn matmul_runs_bmm_grouped_on_one_entry_only_with_gm_and_exact_tiles() {
+    let cfg = |gm: i64| config::resolve("matmul", DType::BF16, &[], &[("GM".to_string(), gm)]).unwrap();
+    let spec = |gm: i64, dims: &[i32]| ops::specs("matmul", DType::BF16, &cfg(gm), dims).unwrap().remove(0);
+    assert_eq!(spec(0, &[8192, 8192, 8192]).function, "matmul", "GM 0: out's launch order");
+    let grouped = spec(16, &[8192, 8192, 8192]);
+    assert_eq!(grouped.function, "bmm_grouped");
+    assert_eq!(grouped.generics.last().map(String::as_str), Some("16"), "GM is the kernel's last generic");
+    // matmul's 2-D tensors as one batch entry of bmm's 3-D views, in out, a, b order.
+    let shapes: Vec<Vec<i32>> = grouped.args.iter().map(|a| a.shape.clone()).collect();
+    assert_eq!(shapes, vec![vec![1, 8192, 8192]; 3]);
+    let shapes: Vec<Vec<i32>> = spec(16, &[4096, 2048, 1024]).args.iter().map(|a| a.shape.clone()).collect();
+    assert_eq!(shapes, vec![vec![1, 4096, 2048], vec![1, 4096, 1024], vec![1, 1024, 2048]]);
+    // A tile past M's or N's end (128 x 256 tiles) keeps matmul's clipped stores; K tails are padded loads.
+    assert_eq!(spec(16, &[8000, 8192, 8192]).function, "matmul");
+    assert_eq!(spec(16, &[8192, 8000, 8192]).function, "matmul");
+    assert_eq!(spec(16, &[8192, 8192, 8000]).function, "bmm_grouped");
+    let space = config::config_space("matmul", DType::BF16);
+    assert!(space.iter().all(|c| c.iter().any(|(k, _)| *k == "GM")), "every matmul config names GM");
+    assert!(space.iter().any(|c| config::get(c, "GM") == 16 && config::get(c, "W") == 8));
+    assert!(space.iter().filter(|c| config::get(c, "BM") == 16).all(|c| config::get(c, "GM") == 0), "decode tiles stay in order");
 }
 
 #[test]

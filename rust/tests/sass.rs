@@ -301,6 +301,13 @@ fn bmm_grouped_keeps_the_main_loop() {
     assert_same_main_loop("bmm", vec![16, 2048, 2048, 2048], ("GM", 16), "bmm_grouped", &["HGMMA", "UTMALDG", "UTMASTG"]);
 }
 
+/// matmul's grouped order (GM: bmm's `bmm_grouped` on one entry) at the bench's 8192^3.
+#[test]
+fn matmul_grouped_keeps_the_main_loop() {
+    need_cuobjdump();
+    assert_same_main_loop("matmul", vec![8192, 8192, 8192], ("GM", 16), "bmm_grouped", &["HGMMA", "UTMALDG", "UTMASTG"]);
+}
+
 /// attention's query-block order (QO 1) on the bench's B4 H32 S4096 prefill (D 64 and 128, causal or not).
 #[test]
 fn attention_by_query_keeps_the_main_loop() {

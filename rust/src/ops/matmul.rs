@@ -4,11 +4,13 @@
 //!
 //! out's tile grid is (ceil(M/BM), ceil(N/BN)); past 65535 column tiles (grid y's cap) the launch folds
 //! it into grid x (`ops::folds`, issue 16): `matmul_folded` walks a mapped partition of out, one block
-//! per tile. Below that the plain 2-D kernel runs (the benchmarked one).
+//! per tile. Below that the plain 2-D kernel runs (the benchmarked one), or with config GM > 0 and exact
+//! tiles bmm's `bmm_grouped` on (1, M, K) x (1, K, N) views: the same tile in column-major groups of GM
+//! tile-rows (config::ORDER_KEYS), so a wave of CTAs shares A's row panels instead of reading all of A.
 
 use crate::args::{DType, Request};
 use crate::config::{self, Config};
-use crate::ops::{self, ArgView, KernelSpec, Plan, Rt, LINEAR_MAP_2D};
+use crate::ops::{self, bmm, ArgView, KernelSpec, Plan, Rt, LINEAR_MAP_2D};
 use cutile::prelude::*;
 
 #[cutile::module]
@@ -68,6 +70,17 @@ pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let g = |k: &str| config::get(cfg, k).to_string();
     let folded = ops::folds(&tile_grid(dims, cfg));
     let mut generics = vec![dtype.cutile_name().into(), g("BM"), g("BN"), g("BK")];
+    if !folded && bmm::grouped(cfg, m, n) {
+        generics.push(g("GM"));
+        return vec![KernelSpec {
+            ast: bmm::kernel::__module_ast_self,
+            module: "kernel",
+            function: "bmm_grouped",
+            generics,
+            args: vec![ArgView::contiguous("out", 2, &[1, m, n]), ArgView::contiguous("a", 0, &[1, m, k]), ArgView::contiguous("b", 1, &[1, k, n])],
+            options: config::compile_options(cfg),
+        }];
+    }
     if folded {
         generics.extend(LINEAR_MAP_2D.iter().map(|v| v.to_string()));
     }
@@ -86,6 +99,12 @@ pub fn launch<T: cutile::DType>(req: &Request, plan: &Plan, rt: &Rt) -> Result<(
     let spec = specs(req.dtype, &plan.cfg, &plan.dims).remove(0);
     // SAFETY: validated contiguous torch tensors of dtype T on rt's device (see ArgView::borrow).
     let (mut out, a, b) = unsafe { (spec.args[0].borrow::<T>(rt, req), spec.args[1].borrow::<T>(rt, req), spec.args[2].borrow::<T>(rt, req)) };
+    if spec.function == "bmm_grouped" {
+        let op = bmm::kernel::bmm_grouped((&mut out).partition([1, bm as usize, bn as usize]), &a, &b)
+            .generics(spec.generics)
+            .compile_options(spec.options);
+        return unsafe { op.async_on(&rt.stream) }.map(|_| ()).map_err(|e| format!("{e}"));
+    }
     let tiles = (&mut out).partition([bm as usize, bn as usize]);
     let queued = if spec.function == "matmul_folded" {
         let blocks = ops::folded_blocks(&tile_grid(&plan.dims, &plan.cfg));
