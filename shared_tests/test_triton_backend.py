@@ -181,6 +181,38 @@ def test_matmul_many_groups(triton_backend, op, dtype):
     _check(triton_backend, op, dtype, Case(dims), cfg)
 
 
+@pytest.mark.parametrize("dtype", ALL, ids=dtype_name)
+@pytest.mark.parametrize("op", ["matmul", "bmm"])
+def test_matmul_tma_tails(triton_backend, op, dtype):
+    # TMA 1: descriptors of the 3-D views zero-fill the M, N, K tails and clip the stores (no masks). 16x16
+    # tiles, BLOCK_K 32 on 127 x 136 x 72: ragged in all three; N and K multiples of 8 keep 16-byte row strides.
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 3, "TMA": 1}
+    dims = {"M": 127, "N": 136, "K": 72} | ({"Bt": 3} if op == "bmm" else {})
+    (lx,) = _matmul_launches(op, dtype, dims, {**triton_backend.default_config(op, dtype, dims), **cfg})
+    assert lx.kernel.fn.__name__ == "matmul_tma_kernel"
+    _check(triton_backend, op, dtype, Case(dims), cfg)
+
+
+def test_matmul_tma_only_where_a_descriptor_fits():
+    # The descriptor kernel needs 16-byte aligned row strides and an unsplit K; elsewhere the pointer kernel.
+    import triton
+
+    from tilerosetta.kernels.triton import config
+
+    def kernels(dims, dtype=torch.bfloat16, **force):
+        cfg = {**config.default("matmul", dtype, dims, interpret=False), "TMA": 1, **force}
+        return [(lx.kernel.fn.__name__, lx.grid[0]) for lx in _matmul_launches("matmul", dtype, dims, cfg)]
+
+    tiles = triton.cdiv(4096, 128) * triton.cdiv(4096, 256)
+    assert kernels({"M": 4096, "N": 4096, "K": 4096}) == [("matmul_tma_kernel", tiles)]
+    assert kernels({"M": 4096, "N": 4096, "K": 4096}, TMA=0) == [("matmul_kernel", tiles)]
+    assert kernels({"M": 4096, "N": 4096, "K": 4104})[0][0] == "matmul_tma_kernel"  # 8208-byte rows
+    assert kernels({"M": 4096, "N": 4096, "K": 4100})[0][0] == "matmul_kernel"  # 8200-byte rows
+    assert kernels({"M": 4096, "N": 4099, "K": 4096})[0][0] == "matmul_kernel"
+    assert kernels({"M": 4096, "N": 4098, "K": 4096}, dtype=torch.float32)[0][0] == "matmul_kernel"
+    assert kernels({"M": 1, "N": 4096, "K": 4096})[0][0] == "matmul_kernel", "a split K stays on pointers"
+
+
 @pytest.mark.parametrize("op", list(SPECS))
 def test_config_api(triton_backend, op):
     b = triton_backend

@@ -6,6 +6,13 @@ Programs are ordered in groups of GROUP_M tile-rows: consecutive programs share 
 panels and sweep B's column panels, so both stay in L2 (grouped ordering).
 Tails in M, N and K are masked; masked K lanes load 0 and add nothing to the dot.
 
+TMA (config key, 0 by default): `matmul_tma_kernel` reads A and B and writes out through tensor descriptors
+of the (Bt, M, K), (Bt, K, N), (Bt, M, N) views, so the copy engine does the addresses and zero-fills or clips
+the tails (no masks) and the loads become TMA transfers into the pipeline's shared-memory stages. Why: the
+pointer kernel moves its tiles with cp.async, so all 8 warps issue the loads (12 LDGSTS.128 per thread per
+K step on the H200 cubin) and meet at 2 CTA barriers per step (bench/GAPS.md, gap cause 17). Only where a
+descriptor may be built (16-byte aligned bases and row strides) and K is not split; else the pointer kernel.
+
 Split-K (small M, e.g. a decode step's M = 1..64 tokens against a 4096 x 14336 weight): the output tiles
 alone are far fewer than the 132 SMs, so a GEMV-like product would stream the weight from a handful of
 SMs. The plan (kernels/matmul_split.py) then cuts K into N_SPLIT chunks of K_CHUNK: program (tile, split)
@@ -24,6 +31,7 @@ tiles, N contiguous (128-bit loads).
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from tilerosetta.backends.base import sm_count
 from tilerosetta.kernels import arrival_counters
@@ -41,10 +49,9 @@ def _prefetch_l2(ptrs, mask):
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ab, stride_bb, stride_ob, stride_ws,
-                  N_SPLIT, K_CHUNK, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FIXUP: tl.constexpr,
-                  PREFETCH_ROWS: tl.constexpr = 0, PREFETCH_LINES: tl.constexpr = 1, PDL: tl.constexpr = False):
+def _grouped_tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """This program's output tile: (flat tile index, what is left of the program index above the tiles
+    (batch entry and K split), tile-row, tile-column)."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     # One flat program axis of (batch entry, K split, output tile), tile fastest: Bt may exceed axis 1's
@@ -55,8 +62,29 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ab, st
     per_group = GROUP_M * tiles_n
     first_m = (pid // per_group) * GROUP_M
     group_rows = min(tiles_m - first_m, GROUP_M)  # the last group may be short
-    pid_m = first_m + (pid % per_group) % group_rows
-    pid_n = (pid % per_group) // group_rows
+    return pid, rest, first_m + (pid % per_group) % group_rows, (pid % per_group) // group_rows
+
+
+@triton.jit
+def matmul_tma_kernel(a_desc, b_desc, out_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+    """One output tile as in matmul_kernel (unsplit), through the descriptors of the 3-D views."""
+    _pid, batch, pid_m, pid_n = _grouped_tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    rm, rn = pid_m * BLOCK_M, pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):  # past K the descriptors read zeros: no K mask either
+        a = a_desc.load([batch, rm, k]).reshape(BLOCK_M, BLOCK_K)
+        b = b_desc.load([batch, k, rn]).reshape(BLOCK_K, BLOCK_N)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+    out_desc.store([batch, rm, rn], acc.to(out_desc.dtype).reshape(1, BLOCK_M, BLOCK_N))  # clipped at M, N
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ab, stride_bb, stride_ob, stride_ws,
+                  N_SPLIT, K_CHUNK, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FIXUP: tl.constexpr,
+                  PREFETCH_ROWS: tl.constexpr = 0, PREFETCH_LINES: tl.constexpr = 1, PDL: tl.constexpr = False):
+    pid, rest, pid_m, pid_n = _grouped_tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     if SPLIT:
         split = rest % N_SPLIT
@@ -96,7 +124,7 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ab, st
         tl.store(ws_ptrs, acc, mask=mask)
         if FIXUP:
             tl.debug_barrier()  # every thread's part of the partial is stored before the arrival counts
-            ticket = cnt_ptr + batch * (tiles_m * tiles_n) + pid
+            ticket = cnt_ptr + batch * (tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)) + pid
             if tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu") == N_SPLIT - 1:
                 # The last to arrive: all N_SPLIT partials are stored. Sum them in split order (the same
                 # result whichever program arrives last), loaded through L2 (.cg: no stale L1 line).
@@ -138,6 +166,13 @@ def prepare_batched(a, b, out, batch, m, n, k, cfg):
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn) * batch
     n_split, chunk = split_plan(tiles, m, k, bk, a.dtype.itemsize, cfg["SPLIT_K"], sm_count(device=a.device))
     split = n_split > 1
+    if cfg.get("TMA", 0) and not split and all(_describable(t) for t in (a, b, out)):
+        descs = [TensorDescriptor.from_tensor(t.view(batch, rows, cols), [1, br, bc])
+                 for t, rows, cols, br, bc in ((a, m, k, bm, bk), (b, k, n, bk, bn), (out, m, n, bm, bn))]
+        return [Launch(matmul_tma_kernel, (tiles,), (*descs, m, n, k),
+                       {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": cfg["GROUP_M"],
+                        "INPUT_PRECISION": precision},
+                       {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})]
     total = batch * m * n
     ws = torch.empty((n_split, total), dtype=torch.float32, device=a.device) if split else out
     counters = arrival_counters.region(a.device, tiles) if split and cfg.get("FIXUP", 0) else None
@@ -160,6 +195,11 @@ def prepare_batched(a, b, out, batch, m, n, k, cfg):
         launches.append(Launch(splitk_reduce_kernel, (triton.cdiv(total, block),), (ws, out, total, n_split),
                                {"BLOCK": block, "SPLIT_P2": sp2}, {"num_warps": 4}))
     return launches
+
+
+def _describable(t):
+    """Whether a TMA descriptor may cover t: 16-byte aligned base and row stride (t is contiguous)."""
+    return t.data_ptr() % 16 == 0 and (t.shape[-1] * t.element_size()) % 16 == 0
 
 
 def prepare(a, b, out, cfg):
