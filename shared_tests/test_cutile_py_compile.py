@@ -76,8 +76,6 @@ def _launches(op: str, dtype: torch.dtype):
     if op in cfg.ROW_OPS:
         widest = max(spec.cases, key=lambda c: c.dims["N"])
         variants.append((widest, {"MAX_SINGLE": min(cfg.SPACES[op]["MAX_SINGLE"])}))
-    if op == "layer_norm":  # the one-pass exact kernel (ONE_PASS, a sweep option) on the first bench shape
-        variants.append((spec.bench_cases[0], {"LOAD_TMA": 0, "STORE_TMA": 0, "ONE_PASS": 1}))
     if op == "transpose":  # both tile orders (OUT_ROWS), each on the bench shapes and the smallest case
         variants += [(case, {"OUT_ROWS": 1 - cfg.default_config(op, dtype_name(dtype), case.dims)["OUT_ROWS"]})
                      for case in chosen]

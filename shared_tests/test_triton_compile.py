@@ -124,36 +124,6 @@ def test_softmax_exponentials_are_bare_ex2_and_one_reciprocal_per_row():
         assert r["rcp"] <= 2, r
 
 
-_LAYER_NORM_PROBE = r"""
-import json
-import torch
-from tilerosetta import cubin as cubin_mod
-from tilerosetta.kernels.triton import config
-from tilerosetta.kernels.triton.aot_check import compile_one, variants
-
-out = []
-dims = {"M": 4096, "N": 8192}
-for one_pass in (0, 1):
-    for warps in (8, 16):
-        cfg = {**config.default("layer_norm", torch.bfloat16, dims, False), "num_warps": warps, "ONE_PASS": one_pass}
-        ((kernel, sig, consts, w, stages, extra, _div),) = variants("layer_norm", torch.bfloat16, dims, cfg)
-        (k,) = cubin_mod.analyse(compile_one(kernel, sig, consts, w, stages, 90, True, extra).asm["cubin"])
-        out.append({"one_pass": one_pass, "warps": warps, "kernel": kernel.fn.__name__, "stl": k.spill_stores,
-                    "bar": sum(c for op, c in k.mix.items() if op.startswith("BAR.SYNC"))})
-print(json.dumps(out))
-"""
-
-
-def test_layer_norm_one_pass_has_one_reduction():
-    """ONE_PASS 1 runs the shifted kernel, whose two sums share one block reduction: fewer CTA barriers per row
-    than the two-pass kernel at the bench's 8192-wide rows (sm_90: 2 against 5), at 8 and 16 warps, no spills."""
-    rows = {(r["one_pass"], r["warps"]): r for r in _probe(_LAYER_NORM_PROBE)}
-    for warps in (8, 16):
-        two, one = rows[0, warps], rows[1, warps]
-        assert (two["kernel"], one["kernel"]) == ("layer_norm_block_kernel", "layer_norm_block_shifted_kernel"), rows
-        assert one["bar"] < two["bar"] and one["stl"] == 0, (two, one)
-
-
 _MATMUL_TMA_PROBE = r"""
 import json
 import torch

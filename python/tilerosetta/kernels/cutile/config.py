@@ -83,10 +83,7 @@ _TMA_FLAGS = {"LOAD_TMA": 1, "STORE_TMA": 1}
 _SOFTMAX_FLAGS = {"EXACT": 0, **_TMA_FLAGS}
 _SOFTMAX_FLAG_SWEEP = ((1, 1, 1), (1, 0, 1), (0, 1, 0), (1, 1, 0), (1, 0, 0))  # (EXACT, LOAD_TMA, STORE_TMA)
 _NORM_FLAG_SWEEP = ((1, 0), (0, 1), (0, 0))  # (LOAD_TMA, STORE_TMA)
-# layer_norm's ONE_PASS=1: its exact kernel with both sums in one pass around each row's first element
-# (layer_norm.py); other shapes ignore it.
-_ROW_FLAGS = {op: _SOFTMAX_FLAGS if op == "softmax" else {**_TMA_FLAGS, "ONE_PASS": 0} if op == "layer_norm"
-              else _TMA_FLAGS for op in ROW_OPS}  # each row op's flags
+_ROW_FLAGS = {op: _SOFTMAX_FLAGS if op == "softmax" else _TMA_FLAGS for op in ROW_OPS}  # each row op's flags
 for _op, _flags in _ROW_FLAGS.items():
     for _row in DEFAULTS[_op].values():
         _row.update(_flags)
@@ -110,7 +107,7 @@ SPACES: dict[str, dict[str, tuple]] = {
 for _op, _flags in _ROW_FLAGS.items():
     SPACES[_op].update({k: (0, 1) for k in _flags})
 HINT_KEYS = ("OCC", "WARPS", "CTAS")  # 0 allowed (compiler's choice)
-FLAG_KEYS = (*_SOFTMAX_FLAGS, "OUT_ROWS", "ONE_PASS")  # 0 or 1
+FLAG_KEYS = (*_SOFTMAX_FLAGS, "OUT_ROWS")  # 0 or 1
 
 
 def _row_sweep(base):
@@ -194,11 +191,8 @@ def config_space(op: str, dtype_name: str) -> list[dict[str, Any]]:
     if op in ROW_OPS:  # the norms: the row sweep, then the flags at the default tiles; no TMA at all with other tiles
         flags = [{**base, **dict(zip(_TMA_FLAGS, f))} for f in _NORM_FLAG_SWEEP]
         no_tma = {**base, "LOAD_TMA": 0, "STORE_TMA": 0}
-        space = _row_sweep(base) + flags + [{**no_tma, "ROW_ELEMS": 4096}, {**no_tma, "ROW_ELEMS": 16384},
-                                            {**no_tma, "WARPS": 8}]
-        if op == "layer_norm":  # the no-TMA tiles (the tuned ones) with one pass (`sweep --where ONE_PASS=1`)
-            space += [{**c, "ONE_PASS": 1} for c in space if not c["LOAD_TMA"] and not c["STORE_TMA"]]
-        return space
+        return _row_sweep(base) + flags + [{**no_tma, "ROW_ELEMS": 4096}, {**no_tma, "ROW_ELEMS": 16384},
+                                           {**no_tma, "WARPS": 8}]
     if op in ("matmul", "bmm"):
         space = _mm_sweep(base) if dtype_name != "fp32" else _mm_sweep(base)[:1] + [
             {**base, "BK": 64}, {**base, "BN": 256, "WARPS": 8}, {**base, "BM": 64}]

@@ -13,10 +13,6 @@ would contribute (0 - mean)^2, so they are masked out with `where(col < N)`.
     layer_norm). Staging w and b raises shared memory from 33.9 to 50-54 KB per block, which still fits
     the 4 blocks the occupancy hint asks for up to 8192-wide tiles (sm_90 cubins); wider tiles (the
     occupancy-2 plan of N 16384) would drop to 1 block/SM, so they keep w/b on LDG (WB_TMA=False).
-  * exact, shifted (config ONE_PASS = 1): the exact kernel with the row's two sums in one pass around its
-    first element c (shifted-data variance: var = E[d^2] - E[d]^2, d = x - c, which removes a common offset as
-    the mean does), so the two reductions are independent instead of one after the other. Why: rms_norm, with
-    one reduction, meets its target in every language and layer_norm in none (bench/GAPS.md); a sweep option.
 The other kernels load w and b without TMA (allow_tma=False): they are the same for every block (L2
 hits), and TMA would stage them through shared memory, which limits how many blocks fit on an SM.
 The exact kernel takes rms_norm.py's LOAD_TMA / STORE_TMA flags (config.tma_flags): LDG / STG instead of TMA.
@@ -59,22 +55,6 @@ def layer_norm_exact_kernel(x, w, b, out, EPS: ct.Constant[float], BM: ct.Consta
 
 
 @ct.kernel
-def layer_norm_exact_shifted_kernel(x, w, b, out, EPS: ct.Constant[float], BM: ct.Constant[int],
-                                    BN: ct.Constant[int], LOAD_TMA: ct.Constant[bool], WB_TMA: ct.Constant[bool],
-                                    STORE_TMA: ct.Constant[bool]):
-    i = ct.bid(0)
-    t = ct.astype(ct.load(x, (i, 0), (BM, BN), check_bounds=False, allow_tma=LOAD_TMA), ct.float32)
-    c = ct.astype(ct.load(x, (i, 0), (BM, 1), check_bounds=False, allow_tma=False), ct.float32)  # each row's first
-    wt = ct.reshape(ct.astype(ct.load(w, (0,), (BN,), check_bounds=False, allow_tma=WB_TMA), ct.float32), (1, BN))
-    bt = ct.reshape(ct.astype(ct.load(b, (0,), (BN,), check_bounds=False, allow_tma=WB_TMA), ct.float32), (1, BN))
-    d = t - c
-    dm = ct.sum(d, axis=1, keepdims=True) / BN  # mean - c
-    var = ct.maximum(ct.sum(d * d, axis=1, keepdims=True) / BN - dm * dm, 0.0)  # >= 0 despite rounding
-    rstd = ct.rsqrt(var + EPS)
-    ct.store(out, (i, 0), ct.astype((d - dm) * rstd * wt + bt, out.dtype), check_bounds=False, allow_tma=STORE_TMA)
-
-
-@ct.kernel
 def layer_norm_loop_kernel(x, w, b, out, EPS: ct.Constant[float], BN: ct.Constant[int]):
     row = ct.bid(0)
     n = x.shape[1]
@@ -102,8 +82,7 @@ def prepare(x, w, b, out, cfg, eps):
     p = plan_rows(m, n, cfg)
     hints = {"occupancy": p["OCC"], "num_worker_warps": p["WARPS"] or None}
     if p["exact"]:
-        kernel = layer_norm_exact_shifted_kernel if cfg.get("ONE_PASS") else layer_norm_exact_kernel
-        return [Launch(hinted(kernel, **hints), p["grid"],
+        return [Launch(hinted(layer_norm_exact_kernel, **hints), p["grid"],
                        (x, w, b, out, float(eps), p["BM"], p["BN"], *tma_flags(p, cfg)))]
     if p["single"]:
         return [Launch(hinted(layer_norm_single_kernel, **hints), p["grid"], (x, w, b, out, float(eps), p["BM"], p["BN"]))]

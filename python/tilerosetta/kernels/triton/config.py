@@ -43,8 +43,6 @@ _GPU: dict[str, dict[str, dict[str, Any]]] = {
     "transpose": {"*": {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "OUT_ROWS": 1},
                   "fp32": {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4, "OUT_ROWS": 0}},
     **{op: {"*": dict(_ROW_GPU)} for op in ROW_OPS},
-    # ONE_PASS: 1 = layer_norm's one-block rows with both sums in one reduction (layer_norm.py), 0 = two passes.
-    "layer_norm": {"*": {**_ROW_GPU, "ONE_PASS": 0}},
     "silu_and_mul": {"*": {"BLOCK_M": 1, "BLOCK_H": 2048, "num_warps": 8}},
     "rope": {"*": {"BLOCK_R": 16, "num_warps": 4}},
     # SPLIT_K: 0 = the split-K plan decides (kernels/matmul_split.py: splits only small-M products whose
@@ -142,9 +140,6 @@ def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
         out = [{"single_max": s, "loop_block": lb, "num_warps": w, "maxnreg": 0}
                for s, lb, w in itertools.product((4096, 16384, 32768), (2048, 4096, 8192), (4, 8, 16))]
         out += [dict(c) for _n, c in _ROW_CAPS.get(op, ())]
-        if op == "layer_norm":  # one reduction per row (`sweep --where ONE_PASS=1`): the one-block rows up to 16384
-            out = [{**c, "ONE_PASS": 0} for c in out] + [
-                {**c, "ONE_PASS": 1} for c in out if c["single_max"] == 16384 and c["loop_block"] == 4096]
     elif op == "silu_and_mul":
         out = [{"BLOCK_M": m, "BLOCK_H": h, "num_warps": w}
                for m, h, w in itertools.product((1, 2, 4), (512, 1024, 2048, 4096), (4, 8))]
@@ -182,7 +177,7 @@ def check(op: str, config: dict[str, Any]) -> None:
         if key == "maxnreg" and value and not _MAXNREG[0] <= value <= _MAXNREG[1]:
             raise ValueError(f"triton.{op}: config 'maxnreg' must be 0 (ptxas's choice) or in "
                              f"[{_MAXNREG[0]}, {_MAXNREG[1]}], got {value}")
-        if key in ("FIXUP", "OUT_ROWS", "ONE_PASS", "TMA") and value > 1:
+        if key in ("FIXUP", "OUT_ROWS", "TMA") and value > 1:
             raise ValueError(f"triton.{op}: config '{key}' must be 0 or 1, got {value}")
         if key in _POW2_KEYS and (value < 1 or value & (value - 1)):
             raise ValueError(f"triton.{op}: config '{key}' must be a power of two, got {value}")

@@ -5,12 +5,6 @@ the row has a large common offset. One row per program:
 * layer_norm_block_kernel: the whole row in one next_pow2(N) block.
 * layer_norm_loop_kernel: long rows; pass 1 mean, pass 2 variance around it, pass 3 normalise and write
   (passes 2 and 3 re-read the row, mostly from L2).
-* layer_norm_block_shifted_kernel (config ONE_PASS = 1): the one-block row with both sums in one reduction,
-  taken around the row's first element c instead of the mean (the shifted-data variance: var = E[d^2] - E[d]^2
-  with d = x - c, which removes a common offset as the mean does; what cancels is of the order of the row's
-  spread, not of its offset). Why: the two-pass kernel runs two block reductions one after the other (5
-  BAR.SYNC per row in the sm_90 SASS, 2 here), and rms_norm, with one reduction, meets its target where
-  layer_norm does not in any language (bench/GAPS.md); which is faster is a sweep's question.
 """
 
 import triton
@@ -40,23 +34,6 @@ def layer_norm_block_kernel(x_ptr, w_ptr, b_ptr, out_ptr, N, eps, BLOCK_N: tl.co
     xc = tl.where(mask, x - mean, 0.0)  # padding must not add mean^2 to the variance
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
     tl.store(out_ptr + row + cols, (xc * rstd * w + b).to(out_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _add_pair(a0, a1, b0, b1):
-    return a0 + b0, a1 + b1
-
-
-@triton.jit
-def layer_norm_block_shifted_kernel(x_ptr, w_ptr, b_ptr, out_ptr, N, eps, BLOCK_N: tl.constexpr):
-    row, cols, mask, x, w, b = _block_row(x_ptr, w_ptr, b_ptr, N, BLOCK_N)
-    c = tl.load(x_ptr + row).to(tl.float32)  # the shift: any value of the row; N >= 1
-    d = tl.where(mask, x - c, 0.0)
-    s1, s2 = tl.reduce((d, d * d), 0, _add_pair)
-    dm = s1 / N  # mean - c
-    var = tl.maximum(s2 / N - dm * dm, 0.0)  # rounding must not make a constant row's variance negative
-    rstd = 1.0 / tl.sqrt(var + eps)
-    tl.store(out_ptr + row + cols, ((d - dm) * rstd * w + b).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -91,13 +68,11 @@ _BLOCK_MAXNREG = {16: 40}
 
 
 def prepare(x, w, b, out, cfg, eps):
-    block_kernel = layer_norm_block_shifted_kernel if cfg.get("ONE_PASS") else layer_norm_block_kernel
-    launches = row_launch(block_kernel, layer_norm_loop_kernel, (x, w, b, out), (eps,), cfg)
+    launches = row_launch(layer_norm_block_kernel, layer_norm_loop_kernel, (x, w, b, out), (eps,), cfg)
     out_launches = []
     for lx in launches:
         per_thread = lx.constexprs["BLOCK_N"] // (32 * lx.options["num_warps"])
-        # (the shifted kernel also fits 40 at 16 per thread: 40 registers, no STL, sm_90)
-        cap = _BLOCK_MAXNREG.get(per_thread) if lx.kernel is block_kernel else None
+        cap = _BLOCK_MAXNREG.get(per_thread) if lx.kernel is layer_norm_block_kernel else None
         # a config's own maxnreg (row_launch) wins over this table
         out_launches.append(lx._replace(options={**lx.options, "maxnreg": cap}) if cap and "maxnreg" not in lx.options
                             else lx)
