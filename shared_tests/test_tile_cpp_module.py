@@ -790,8 +790,12 @@ def test_sass_reads_no_device_descriptor_workspace(op, tmp_path):
     assert all(f.endswith("_a16") for f in tma) and tma, "the _a16 twins should load with TMA"
     if op == "attention":  # its aligned body is all TMA and holds in registers (attention.cu: no lambdas)
         a16 = [f for f in funcs if f.split()[0].endswith("_a16")]
-        bad = [f.split()[0] for f in a16 if "UTMALDG" not in f or re.search(r"\b(STL|LDG)\b", f)]
-        assert a16 and not bad, f"attention _a16 kernels without TMA, or with spills or LDG loads: {bad}"
+        # An occupancy-capped kernel (name ends _<OCC>_a16, OCC > 0) may trade a few spills for a second CTA (the
+        # prefill OCC 2 tile: 21 STL); the lambda-captured views this guards against spilled 905.
+        capped = {k["name"] + "_a16" for k in mod.kernels() if k["op"] == op and k["config"]["OCC"]}
+        bad = [f.split()[0] for f in a16 if "UTMALDG" not in f or re.search(r"\bLDG\b", f)
+               or len(re.findall(r"\bSTL\b", f)) > (32 if f.split()[0] in capped else 0)]
+        assert a16 and not bad, f"attention _a16 kernels without TMA, with LDG loads or with spills: {bad}"
 
 
 # ---- tools/probe_tile_cpp.py (the GPU run is the lead's; here its CPU-side logic) -------------------------
@@ -872,12 +876,26 @@ def test_attention_decode_occupancy_2_fits_two_ctas_per_sm(tmp_path):
     # SM: its `_a16` kernel (the one decode launches) must fit two in the registers and the 227 KB of shared memory
     # an SM gives its CTAs, without spills (sm_90 SASS); the OCC 0 twin fits one.
     found = _sm90_stats("attention", tmp_path)
-    occ2 = [k for k in kernels_of("attention") if k["config"]["OCC"] == 2]
-    assert occ2, "no OCC 2 attention config instantiated"
+    occ2 = [k for k in kernels_of("attention") if k["config"]["OCC"] == 2 and k["config"]["TQ"] == 16]
+    assert occ2, "no OCC 2 decode attention config instantiated"
     for k in occ2:
         row, alone = found[k["name"] + "_a16"], found[k["name"].rsplit("_", 1)[0] + "_0_a16"]  # the OCC 0 twin
         assert row["REG"] * row["threads"] * 2 <= 65536 and 2 * row["SHARED"] <= 227 * 1024, (k["name"], row)
         assert row.get("LOCAL", 0) == 0 and row.get("STL", 0) == 0, (k["name"], row)
+        assert alone["REG"] * alone["threads"] * 2 > 65536 or 2 * alone["SHARED"] > 227 * 1024, alone
+
+
+def test_attention_prefill_occupancy_2_fits_two_ctas_per_sm(tmp_path):
+    # The OCC 2 prefill tile (D 128, TQ 128: a sweep option, cpp/include/tr_kernels.h) trades its second consumer
+    # warpgroup and a few spills for two CTAs per SM: its `_a16` kernel fits two in the registers and shared memory
+    # (sm_90 SASS), all loads by TMA, at most 32 spill stores; its OCC 0 twin (the default) fits one.
+    found = _sm90_stats("attention", tmp_path)
+    occ2 = [k for k in kernels_of("attention") if k["config"]["OCC"] == 2 and k["config"]["TQ"] == 128]
+    assert occ2, "no OCC 2 prefill attention config instantiated"
+    for k in occ2:
+        row, alone = found[k["name"] + "_a16"], found[k["name"].rsplit("_", 1)[0] + "_0_a16"]
+        assert row["REG"] * row["threads"] * 2 <= 65536 and 2 * row["SHARED"] <= 227 * 1024, (k["name"], row)
+        assert row.get("UTMALDG", 0) > 0 and row.get("LOCAL", 0) == 0 and row.get("STL", 0) <= 32, (k["name"], row)
         assert alone["REG"] * alone["threads"] * 2 > 65536 or 2 * alone["SHARED"] > 227 * 1024, alone
 
 

@@ -111,10 +111,13 @@
 // would spend eight times the MMA and exp2 work of its real rows on padding; TK 128 halves its key steps.
 // D 128 TQ 16 also at OCC 2: without a hint the decode tile takes 255 registers and one CTA per SM keeps a
 // 153 KB K/V ring; at OCC 2 it is 128 registers, no spills and a 110 KB ring, two CTAs per SM (sm_90 SASS).
+// D 128 TQ 128 also at OCC 2 (prefill, a sweep option): 256 threads, 128 registers with 72 B of stack (21 STL),
+// 108 KB, two CTAs per SM, where the default takes 384 threads, 168 registers, 126 KB and one; cutile_rs's
+// fastest prefill tile is the same trade (128 x 64 at OCC 2, 40 B of stack: 0.80-0.84x FA4, H200 2026-12-07).
 #define TR_ATTENTION_KERNELS_T(X, dt, CT)                                                \
   X(attention, dt, CT, 64, 128, 64, 8, 0) X(attention, dt, CT, 128, 128, 64, 0, 0)       \
   X(attention, dt, CT, 64, 16, 128, 0, 0) X(attention, dt, CT, 128, 16, 128, 0, 0)      \
-  X(attention, dt, CT, 128, 16, 128, 0, 2)
+  X(attention, dt, CT, 128, 16, 128, 0, 2) X(attention, dt, CT, 128, 128, 64, 0, 2)
 #define TR_ATTENTION_KERNELS(X) TR_ATTENTION_KERNELS_T(X, fp16, __half) TR_ATTENTION_KERNELS_T(X, bf16, __nv_bfloat16)
 // clang-format on
 
