@@ -361,6 +361,8 @@ fn matmul_runs_bmm_grouped_on_one_entry_only_with_gm_and_exact_tiles() {
     assert_eq!(spec(16, &[8000, 8192, 8192]).function, "matmul");
     assert_eq!(spec(16, &[8192, 8000, 8192]).function, "matmul");
     assert_eq!(spec(16, &[8192, 8192, 8000]).function, "bmm_grouped");
+    // Past 65535 tile-rows bmm's grid (1, M/BM, N/BN) would fold; matmul's own grid has them on x (no cap).
+    assert_eq!(spec(16, &[65536 * 128, 256, 64]).function, "matmul");
     let space = config::config_space("matmul", DType::BF16);
     assert!(space.iter().all(|c| c.iter().any(|(k, _)| *k == "GM")), "every matmul config names GM");
     assert!(space.iter().any(|c| config::get(c, "GM") == 16 && config::get(c, "W") == 8));

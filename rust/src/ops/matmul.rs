@@ -71,15 +71,11 @@ pub fn specs(dtype: DType, cfg: &Config, dims: &[i32]) -> Vec<KernelSpec> {
     let folded = ops::folds(&tile_grid(dims, cfg));
     let mut generics = vec![dtype.cutile_name().into(), g("BM"), g("BN"), g("BK")];
     if !folded && bmm::grouped(cfg, m, n) {
-        generics.push(g("GM"));
-        return vec![KernelSpec {
-            ast: bmm::kernel::__module_ast_self,
-            module: "kernel",
-            function: "bmm_grouped",
-            generics,
-            args: vec![ArgView::contiguous("out", 2, &[1, m, n]), ArgView::contiguous("a", 0, &[1, m, k]), ArgView::contiguous("b", 1, &[1, k, n])],
-            options: config::compile_options(cfg),
-        }];
+        // bmm's own spec of one batch entry: the grouped kernel unless bmm's grid would fold (past 65535 tile-rows)
+        let entry = bmm::specs(dtype, cfg, &[1, m, n, k]);
+        if entry[0].function == "bmm_grouped" {
+            return entry;
+        }
     }
     if folded {
         generics.extend(LINEAR_MAP_2D.iter().map(|v| v.to_string()));
