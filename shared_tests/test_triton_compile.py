@@ -155,3 +155,36 @@ def test_matmul_tma_loads_through_the_copy_engine():
         assert ptr["ldgsts"] > 0 and ptr["utmaldg"] == 0, ptr
         assert tma["utmaldg"] > 0 and tma["ldgsts"] == 0 and tma["stl"] == 0, tma
         assert tma["hgmma"] == ptr["hgmma"] and tma["regs"] < ptr["regs"], (ptr, tma)
+
+
+_ROPE_EVICT_PROBE = r"""
+import json, re
+import torch
+from tilerosetta.kernels.triton import config
+from tilerosetta.kernels.triton.aot_check import compile_one, variants
+
+dims = {"B": 4, "H": 32, "S": 4096, "D": 128}
+out = []
+for evict in (0, 1, 2):
+    cfg = {**config.default("rope", torch.bfloat16, dims, False), "EVICT": evict}
+    ((kernel, sig, consts, w, stages, extra, div),) = variants("rope", torch.bfloat16, dims, cfg)
+    ptx = compile_one(kernel, sig, consts, w, stages, 90, div, extra).asm["ptx"]
+    ops = re.findall(r"\b((?:ld|st)\.global[.\w:]*)", ptx)
+    out.append({"evict": evict, "loads": sorted(o for o in ops if o.startswith("ld")),
+                "stores": sorted(o for o in ops if o.startswith("st"))})
+print(json.dumps(out))
+"""
+
+
+def test_rope_eviction_hints_reach_the_ptx():
+    """EVICT 1 marks the 4 cos/sin loads evict_last (each table row serves all B*H rows of its position, as
+    inductor marks broadcast loads) and leaves q and out plain; EVICT 2 also marks q's 2 loads and out's 2
+    stores evict_first; EVICT 0 (the default) emits no hint."""
+    rows = {r["evict"]: r for r in _probe(_ROPE_EVICT_PROBE)}
+    hinted = lambda ops, hint: sum(f"evict_{hint}" in o for o in ops)
+    assert len(rows[0]["loads"]) == 6 and len(rows[0]["stores"]) == 2, rows[0]
+    assert not any("evict" in o for o in rows[0]["loads"] + rows[0]["stores"]), rows[0]
+    assert (hinted(rows[1]["loads"], "last"), hinted(rows[1]["loads"], "first")) == (4, 0), rows[1]
+    assert hinted(rows[1]["stores"], "first") == 0, rows[1]
+    assert (hinted(rows[2]["loads"], "last"), hinted(rows[2]["loads"], "first")) == (4, 2), rows[2]
+    assert hinted(rows[2]["stores"], "first") == 2, rows[2]

@@ -4,9 +4,14 @@ A sweep checks a configuration only on the bench case it times, yet the tuned en
 its size class. Forcing each entry's configuration (set_config) over the spec's conformance cases (ragged
 rows and columns, tails, tiny shapes) checks the kernel it selects beyond that one shape. Runs on a GPU of the
 entry's arch; elsewhere each entry is skipped with the reason.
+
+TILEROSETTA_TUNED_SINCE=PATH (a copy of the table from before a sweep) keeps only the entries whose configuration
+PATH lacks or holds differently: the ones the sweep just wrote (tools/gpu-session.sh, AFTER_SWEEPS).
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -16,9 +21,19 @@ from tilerosetta.harness import check_case
 from tilerosetta.specs import DTYPE_NAMES, SPECS
 
 
+def _changed_since(path: str | None):
+    """(backend, op, dtype, arch, class) -> config of the table at path (None: no filter)."""
+    if not path:
+        return None
+    return {(b, op, dt, arch, cls): e["config"] for b, op, dt, arch, cls, e in tuning.entries(path)}
+
+
 def _entries():
     seen, out = set(), []
+    before = _changed_since(os.environ.get("TILEROSETTA_TUNED_SINCE"))
     for name, op, dt, arch, cls, e in tuning.entries():
+        if before is not None and before.get((name, op, dt, arch, cls)) == e["config"]:
+            continue  # unchanged since the saved table
         # one check per distinct configuration and class structure: the same config tuned for D 64 and D 128
         # runs on different conformance cases (_in_class)
         key = (name, op, dt, arch, tuple(sorted(e["config"].items())),

@@ -9,6 +9,9 @@
 # Env: BACKENDS (default: all that run), SUITE_K ("backend=pytest -k expr;..." to narrow a backend's suite),
 #      ONLY_K (a pytest -k expr for every backend's suite, e.g. ONLY_K=add_rms_norm: one op everywhere),
 #      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'), MAX_CONFIGS (8),
+#      AFTER_SWEEPS="cmd" (after the sweeps, on the table they wrote, into after-sweeps.log; T_AFTER, 120 s: e.g.
+#      `python3 -m pytest -q shared_tests/test_tuned_conformance_gpu.py`, which then checks only the entries this
+#      call's sweeps changed: TILEROSETTA_TUNED_SINCE is set to the table from before them),
 #      PROBE=1 (tools/probe_tile_cpp.py after the suite; PROBE_ARGS), EXTRA="cmd" (run in the bundle's environment
 #      after the suite, into extra.log; T_EXTRA, 120 s, e.g. a reproducer under repro/), SKIP_SELFTEST=1, BENCH_ARGS, SKIP_BENCH=1, SUITE_WORKERS (3),
 #      SCALING=1 (`bench --scaling` after the bench, ~4 min; SCALING_ARGS e.g. "--budget-s 120"),
@@ -42,6 +45,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?OUTDIR}
 node_table=${TILEROSETTA_WORK:-/tmp/tilerosetta-node}/tuned_configs.json
+before_sweeps=${TILEROSETTA_WORK:-/tmp/tilerosetta-node}/tuned_configs.before-sweeps.json
 backends=${BACKENDS:-torch,cutile_py,triton,tile_cpp,cutile_rs}
 mkdir -p "$out"
 export LOGDIR="$out"
@@ -119,6 +123,7 @@ if [ "${PROBE:-0}" = 1 ]; then
 fi
 if [ -n "${SWEEPS:-}" ]; then
   sweeps=$(mktemp -d)
+  mkdir -p "$(dirname "$node_table")" && cp python/tilerosetta/tuned_configs.json "$before_sweeps"
   end=$(( $(date +%s) + ${T_SWEEPS:-240} ))
   for s in $SWEEPS; do
     IFS=: read -r b op dt size where <<< "$s"
@@ -133,6 +138,12 @@ if [ -n "${SWEEPS:-}" ]; then
   mkdir -p "$(dirname "$node_table")" && cp python/tilerosetta/tuned_configs.json "$node_table"  # for SWEPT_TABLE=1
   tar -C "$sweeps" -czf "$out/sweeps.tar.gz" .
   stamp "sweeps"
+fi
+if [ -n "${AFTER_SWEEPS:-}" ]; then  # a command on the table the sweeps just wrote (its tuned conformance)
+  timeout "${T_AFTER:-120}" gpu-bundle/run.sh shell env TILEROSETTA_TUNED_SINCE="$before_sweeps" bash -c "$AFTER_SWEEPS" \
+    > "$out/after-sweeps.log" 2>&1
+  echo "after sweeps: exit $?"; tail -15 "$out/after-sweeps.log"
+  stamp "after sweeps"
 fi
 if [ "${PEERS_SMOKE:-0}" = 1 ]; then
   timeout "${T_SMOKE:-120}" gpu-bundle/run.sh shell python3 tools/peers_smoke.py --max-seconds "$(( ${T_SMOKE:-120} - 15 ))" \

@@ -10,6 +10,10 @@ Safe in place (out is q, the spec's inplace_ok): a program owns rows [pid*BLOCK_
 and out, and no other program reads or writes them; within it each element q[r, c] is loaded once (as q1
 or q2) and both stores of row r take both q1 and q2 of that row as operands, so neither store can be
 issued before the loads of the elements it overwrites. Masked lanes (rows >= R, cols >= D/2) store nothing.
+
+EVICT (L2 eviction hints, a sweep option): 0 = none; 1 = cos/sin `evict_last` (each table row is read by all
+B*H rows of its position; inductor marks such broadcast loads so); 2 = that, plus q's loads and out's stores
+`evict_first` (each is touched once).
 """
 
 import triton
@@ -20,7 +24,7 @@ from tilerosetta.kernels.triton import Launch, pdl
 
 @triton.jit
 def rope_kernel(q_ptr, cos_ptr, sin_ptr, out_ptr, R, S, HALF, BLOCK_R: tl.constexpr, BLOCK_HALF: tl.constexpr,
-                PDL: tl.constexpr = False):
+                EVICT: tl.constexpr = 0, PDL: tl.constexpr = False):
     pdl.enter(PDL)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_HALF)
@@ -28,15 +32,17 @@ def rope_kernel(q_ptr, cos_ptr, sin_ptr, out_ptr, R, S, HALF, BLOCK_R: tl.conste
     D = 2 * HALF
     q_lo = rows[:, None] * D + cols[None, :]
     t_lo = (rows % S)[:, None] * D + cols[None, :]  # position s of each row, into the (S, D) tables
-    q1 = tl.load(q_ptr + q_lo, mask=mask, other=0.0).to(tl.float32)
-    q2 = tl.load(q_ptr + q_lo + HALF, mask=mask, other=0.0).to(tl.float32)
-    cos1 = tl.load(cos_ptr + t_lo, mask=mask, other=0.0).to(tl.float32)
-    cos2 = tl.load(cos_ptr + t_lo + HALF, mask=mask, other=0.0).to(tl.float32)
-    sin1 = tl.load(sin_ptr + t_lo, mask=mask, other=0.0).to(tl.float32)
-    sin2 = tl.load(sin_ptr + t_lo + HALF, mask=mask, other=0.0).to(tl.float32)
+    table: tl.constexpr = "evict_last" if EVICT >= 1 else ""
+    stream: tl.constexpr = "evict_first" if EVICT >= 2 else ""
+    q1 = tl.load(q_ptr + q_lo, mask=mask, other=0.0, eviction_policy=stream).to(tl.float32)
+    q2 = tl.load(q_ptr + q_lo + HALF, mask=mask, other=0.0, eviction_policy=stream).to(tl.float32)
+    cos1 = tl.load(cos_ptr + t_lo, mask=mask, other=0.0, eviction_policy=table).to(tl.float32)
+    cos2 = tl.load(cos_ptr + t_lo + HALF, mask=mask, other=0.0, eviction_policy=table).to(tl.float32)
+    sin1 = tl.load(sin_ptr + t_lo, mask=mask, other=0.0, eviction_policy=table).to(tl.float32)
+    sin2 = tl.load(sin_ptr + t_lo + HALF, mask=mask, other=0.0, eviction_policy=table).to(tl.float32)
     dtype = out_ptr.dtype.element_ty
-    tl.store(out_ptr + q_lo, (q1 * cos1 - q2 * sin1).to(dtype), mask=mask)
-    tl.store(out_ptr + q_lo + HALF, (q2 * cos2 + q1 * sin2).to(dtype), mask=mask)
+    tl.store(out_ptr + q_lo, (q1 * cos1 - q2 * sin1).to(dtype), mask=mask, eviction_policy=stream)
+    tl.store(out_ptr + q_lo + HALF, (q2 * cos2 + q1 * sin2).to(dtype), mask=mask, eviction_policy=stream)
 
 
 def prepare(q, cos, sin, out, cfg):
@@ -45,4 +51,4 @@ def prepare(q, cos, sin, out, cfg):
     # At least 2 columns per half: a 1-wide block (D = 2) is legal but gains nothing over a masked 2.
     block_half = max(2, triton.next_power_of_2(d // 2))
     return [Launch(rope_kernel, (triton.cdiv(rows, cfg["BLOCK_R"]),), (q, cos, sin, out, rows, s, d // 2),
-                   {"BLOCK_R": cfg["BLOCK_R"], "BLOCK_HALF": block_half}, {"num_warps": cfg.get("num_warps", 4)})]
+                   {"BLOCK_R": cfg["BLOCK_R"], "BLOCK_HALF": block_half, "EVICT": cfg.get("EVICT", 0)}, {"num_warps": cfg.get("num_warps", 4)})]
