@@ -325,3 +325,12 @@ def test_pdl_extras_read_the_device_from_the_calls_tensors(monkeypatch):
     assert seen == [x.device]
     assert pdl_extras(template) == {"PDL": False, "launch_pdl": False}  # no tensor in the template itself
     assert pdl_extras(template._replace(constexprs={"BLOCK_N": 4, "PDL": False}), (x,) * 3) == {}
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=dtype_name)
+@pytest.mark.parametrize("cfg", [{"EVICT": 2, "WIDE": 0}, {"EVICT": 1, "WIDE": 1}], ids=["evict2-narrow", "evict1-wide"])
+def test_rope_sweep_keys(triton_backend, dtype, cfg):
+    # The eviction hints and 32-bit offsets change the addressing, not the arithmetic: every conformance case
+    # (odd S, D 2..128, rows not a multiple of the block) must still match the reference.
+    for case in SPECS["rope"].cases:
+        _check(triton_backend, "rope", dtype, case, {**triton_backend.default_config("rope", dtype, case.dims), **cfg})

@@ -188,3 +188,34 @@ def test_rope_eviction_hints_reach_the_ptx():
     assert hinted(rows[1]["stores"], "first") == 0, rows[1]
     assert (hinted(rows[2]["loads"], "last"), hinted(rows[2]["loads"], "first")) == (4, 2), rows[2]
     assert hinted(rows[2]["stores"], "first") == 2, rows[2]
+
+
+_ROPE_WIDE_PROBE = r"""
+import json
+import torch
+from tilerosetta import cubin as cubin_mod
+from tilerosetta.kernels.triton import config
+from tilerosetta.kernels.triton.aot_check import compile_one, variants
+
+out = []
+for dims in ({"B": 4, "H": 32, "S": 4096, "D": 128}, {"B": 64, "H": 64, "S": 4096, "D": 128}):
+    for wide in (1, 0):
+        cfg = {**config.default("rope", torch.bfloat16, dims, False), "WIDE": wide}
+        ((kernel, sig, consts, w, stages, extra, div),) = variants("rope", torch.bfloat16, dims, cfg)
+        (k,) = cubin_mod.analyse(compile_one(kernel, sig, consts, w, stages, 90, div, extra).asm["cubin"])
+        out.append({"elements": dims["B"] * dims["H"] * dims["S"] * dims["D"], "wide": wide,
+                    "compiled_wide": consts["WIDE"], "calls": sum(c for o, c in k.mix.items() if o.startswith("CALL")),
+                    "instructions": sum(k.mix.values())})
+print(json.dumps(out))
+"""
+
+
+def test_rope_narrow_offsets_drop_the_64_bit_division():
+    """WIDE 0 computes `rows % S` in 32 bits (no call to the 64-bit division routine before the loads: sm_90, 304 ->
+    200 instructions at the bench case), and only where every offset fits: 2**31 elements of q or more keep
+    64-bit offsets whatever the config asks."""
+    rows = {(r["elements"] < 2**31, r["wide"]): r for r in _probe(_ROPE_WIDE_PROBE)}
+    assert rows[True, 1]["compiled_wide"] and rows[True, 1]["calls"] >= 1, rows[True, 1]
+    assert not rows[True, 0]["compiled_wide"] and rows[True, 0]["calls"] == 0, rows[True, 0]
+    assert rows[True, 0]["instructions"] < rows[True, 1]["instructions"], rows
+    assert rows[False, 0]["compiled_wide"], rows[False, 0]  # 2**31 elements: 64-bit offsets regardless

@@ -45,8 +45,8 @@ _GPU: dict[str, dict[str, dict[str, Any]]] = {
     **{op: {"*": dict(_ROW_GPU)} for op in ROW_OPS},
     "silu_and_mul": {"*": {"BLOCK_M": 1, "BLOCK_H": 2048, "num_warps": 8}},
     # EVICT: L2 eviction hints (rope.py): 0 none, 1 cos/sin evict_last (as inductor marks broadcast loads),
-    # 2 also q and out evict_first.
-    "rope": {"*": {"BLOCK_R": 16, "num_warps": 4, "EVICT": 0}},
+    # 2 also q and out evict_first. WIDE: 1 64-bit offsets, 0 32-bit ones where they fit (rope.py).
+    "rope": {"*": {"BLOCK_R": 16, "num_warps": 4, "EVICT": 0, "WIDE": 1}},
     # SPLIT_K: 0 = the split-K plan decides (kernels/matmul_split.py: splits only small-M products whose
     # tiles underfill the GPU), 1 = never split, n = n K chunks. BLOCK_M shrinks to the rows there are.
     # FIXUP: 1 = a split tile's last program sums the partials (one launch), 0 = a separate reduce kernel.
@@ -146,8 +146,8 @@ def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
         out = [{"BLOCK_M": m, "BLOCK_H": h, "num_warps": w}
                for m, h, w in itertools.product((1, 2, 4), (512, 1024, 2048, 4096), (4, 8))]
     elif op == "rope":
-        out = [{"BLOCK_R": r, "num_warps": w, "EVICT": e}
-               for e, r, w in itertools.product((0, 1, 2), (4, 8, 16, 32, 64), (2, 4, 8))]
+        out = [{"BLOCK_R": r, "num_warps": w, "EVICT": e, "WIDE": wd}
+               for wd, e, r, w in itertools.product((1, 0), (0, 1, 2), (4, 8, 16, 32, 64), (2, 4, 8))]
     elif op in ("matmul", "bmm"):
         for bm, bn, bk, w, s in itertools.product((64, 128), (64, 128, 256), (32, 64, 128), (4, 8), (2, 3, 4, 5)):
             smem = s * (bm * bk + bk * bn) * size
@@ -180,7 +180,7 @@ def check(op: str, config: dict[str, Any]) -> None:
         if key == "maxnreg" and value and not _MAXNREG[0] <= value <= _MAXNREG[1]:
             raise ValueError(f"triton.{op}: config 'maxnreg' must be 0 (ptxas's choice) or in "
                              f"[{_MAXNREG[0]}, {_MAXNREG[1]}], got {value}")
-        if key in ("FIXUP", "OUT_ROWS", "TMA") and value > 1:
+        if key in ("FIXUP", "OUT_ROWS", "TMA", "WIDE") and value > 1:
             raise ValueError(f"triton.{op}: config '{key}' must be 0 or 1, got {value}")
         if key == "EVICT" and value > 2:
             raise ValueError(f"triton.{op}: config 'EVICT' must be 0, 1 or 2, got {value}")

@@ -14,6 +14,9 @@ issued before the loads of the elements it overwrites. Masked lanes (rows >= R, 
 EVICT (L2 eviction hints, a sweep option): 0 = none; 1 = cos/sin `evict_last` (each table row is read by all
 B*H rows of its position; inductor marks such broadcast loads so); 2 = that, plus q's loads and out's stores
 `evict_first` (each is touched once).
+WIDE (a sweep option): 1 = 64-bit row and element offsets (the default); 0 = 32-bit ones, taken only where every
+offset fits (q under 2**31 elements): `rows % S` is then a 32-bit remainder instead of a call to the 64-bit
+division routine before the first load.
 """
 
 import triton
@@ -24,9 +27,10 @@ from tilerosetta.kernels.triton import Launch, pdl
 
 @triton.jit
 def rope_kernel(q_ptr, cos_ptr, sin_ptr, out_ptr, R, S, HALF, BLOCK_R: tl.constexpr, BLOCK_HALF: tl.constexpr,
-                EVICT: tl.constexpr = 0, PDL: tl.constexpr = False):
+                EVICT: tl.constexpr = 0, WIDE: tl.constexpr = True, PDL: tl.constexpr = False):
     pdl.enter(PDL)
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    pid = tl.program_id(0).to(tl.int64) if WIDE else tl.program_id(0)
+    rows = pid * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_HALF)
     mask = (rows[:, None] < R) & (cols[None, :] < HALF)
     D = 2 * HALF
@@ -50,5 +54,7 @@ def prepare(q, cos, sin, out, cfg):
     rows = q.numel() // d
     # At least 2 columns per half: a 1-wide block (D = 2) is legal but gains nothing over a masked 2.
     block_half = max(2, triton.next_power_of_2(d // 2))
+    # 32-bit offsets only where the largest one (rows padded to whole blocks, times D) fits in an int32
+    wide = bool(cfg.get("WIDE", 1)) or triton.cdiv(rows, cfg["BLOCK_R"]) * cfg["BLOCK_R"] * d >= 2**31
     return [Launch(rope_kernel, (triton.cdiv(rows, cfg["BLOCK_R"]),), (q, cos, sin, out, rows, s, d // 2),
-                   {"BLOCK_R": cfg["BLOCK_R"], "BLOCK_HALF": block_half, "EVICT": cfg.get("EVICT", 0)}, {"num_warps": cfg.get("num_warps", 4)})]
+                   {"BLOCK_R": cfg["BLOCK_R"], "BLOCK_HALF": block_half, "EVICT": cfg.get("EVICT", 0), "WIDE": wide}, {"num_warps": cfg.get("num_warps", 4)})]
