@@ -34,7 +34,9 @@ pub const HINTS: [&str; 2] = ["OCC", "W"];
 ///   so one wave of CTAs reads one or two query blocks of every head (B4 H32 S4096 D128: 128 heads' K/V,
 ///   256 MiB, far over the 50 MB L2); 1 = `attention_by_query`: query blocks fastest (a wave shares a few
 ///   heads' K/V), causal ones last block first (the longest rows start first), for exact query blocks (BM | S).
-pub const FLAGS: [&str; 3] = ["OUT_ROWS", "TMA", "QO"];
+/// * AX (silu_and_mul): 1 = exp2 with flushed subnormals and the approximate division (ops/silu_and_mul.rs);
+///   0 = exp and the IEEE division.
+pub const FLAGS: [&str; 4] = ["OUT_ROWS", "TMA", "QO", "AX"];
 
 /// Tile-order keys, 0 or a power of two:
 /// * GM (matmul, bmm): 0 = out's tile grid as launched: bmm's (Bt, M/BM, N/BN) with the batch entry fastest,
@@ -52,7 +54,7 @@ pub fn param_names(op: &str) -> &'static [&'static str] {
         "vector_add" => &["BLOCK", "OCC", "W"],
         "transpose" => &["BM", "BN", "OUT_ROWS", "OCC", "W"],
         op if is_row_op(op) => &["BR", "BN", "TMA", "OCC", "W"],
-        "silu_and_mul" => &["BR", "BH", "OCC", "W"],
+        "silu_and_mul" => &["BR", "BH", "AX", "OCC", "W"],
         "rope" => &["BS", "OCC", "W"],
         "matmul" => &["BM", "BN", "BK", "GM", "OCC", "W"],
         "bmm" => &["BM", "BN", "BK", "GM", "OCC", "W"],
@@ -137,7 +139,7 @@ pub fn default_config(op: &str, dtype: DType, dims: &[(&str, i64)]) -> Config {
         }
         "silu_and_mul" => {
             let bh = dim("H").map_or(1024, |h| next_pow2(h).min(1024));
-            vec![("BR", 1), ("BH", bh)]
+            vec![("BR", 1), ("BH", bh), ("AX", 0)]
         }
         "rope" => vec![("BS", 16)],
         // Decode (matmul, M <= DECODE_MAX_M): the weight is streamed once, so narrow tiles that give about
@@ -222,10 +224,12 @@ pub fn config_space(op: &str, dtype: DType) -> Vec<Config> {
             }
         }
         "silu_and_mul" => {
-            for bh in [256, 512, 1024, 2048] {
-                for br in [1, 2, 4] {
-                    for occ in [0, 4] {
-                        out.push(vec![("BR", br), ("BH", bh), ("OCC", occ), ("W", 0)]);
+            for ax in [0, 1] {
+                for bh in [256, 512, 1024, 2048] {
+                    for br in [1, 2, 4] {
+                        for occ in [0, 4] {
+                            out.push(vec![("BR", br), ("BH", bh), ("AX", ax), ("OCC", occ), ("W", 0)]);
+                        }
                     }
                 }
             }

@@ -196,6 +196,32 @@ fn silu_and_mul_exact_loads_back_to_back() {
     }
 }
 
+/// AX 1 on the bench's exact tile: exp2 with flushed subnormals is a bare MUFU.EX2, without exp's range
+/// reduction around it (FFMA.RM, FFMA.SAT and the scaling FFMAs of the default body); the division is the same
+/// reciprocal + multiply in both (no FCHK either way). sm_90: 207 -> 151 instructions, 38 -> 30 registers, the
+/// two loads still back to back, no spills.
+#[test]
+fn silu_and_mul_approximate_body_drops_the_exp_range_reduction() {
+    need_cuobjdump();
+    let of = |ax: i64| {
+        let cs = cubins("silu_and_mul", DType::BF16, vec![4096, 14336], vec![("AX", ax)]);
+        let (tag, cubin) = &cs[0];
+        assert!(tag.contains("silu_and_mul_exact"), "{tag}");
+        let sass = sass_of(tag, cubin);
+        let r = res(tag, cubin);
+        let reduction = count(&sass, "FFMA.RM") + count(&sass, "FFMA.SAT");
+        let (ex2, fchk, ldg) = (count(&sass, "MUFU.EX2"), count(&sass, "FCHK"), count(&sass, "LDG.E.128"));
+        eprintln!("{tag}: {r:?}, {reduction} FFMA.RM/.SAT, {ex2} MUFU.EX2, {fchk} FCHK, {ldg} LDG.E.128");
+        (r, reduction, ex2, fchk, ldg, loads_back_to_back(&sass))
+    };
+    let (exact, fast) = (of(0), of(1));
+    assert!(exact.1 > 0, "AX 0 should keep exp's range reduction: {exact:?}");
+    assert_eq!(fast.1, 0, "AX 1: exp's range reduction is left: {fast:?}");
+    assert_eq!((fast.2, fast.3), (exact.2, 0), "AX 1: one MUFU.EX2 per element, no division check: {fast:?}");
+    assert!(fast.0.reg < exact.0.reg, "AX 1 should need fewer registers: {fast:?} vs {exact:?}");
+    assert_eq!((fast.4, fast.5, fast.0.local + fast.0.stack), (2, true, 0), "AX 1: loads or spills changed: {fast:?}");
+}
+
 /// The row ops' fp16/bf16 default at N <= 4096 is two rows per block (config::row_block_rows): the same
 /// 256 threads and 64 registers as one row, no spills, 4 CTAs per SM by registers and by shared memory,
 /// so 8 rows per SM instead of 4.
