@@ -182,7 +182,7 @@ def test_refuses_wrong_shape_and_rank():
     refused("softmax_fp32_1_1024_4_0", [x, out], op="softmax", arg="out", match="N=128")
     x, out = fakes("silu_and_mul", {"M": 3, "H": 7})
     x.shape, x._strides = (3, 15), (15, 1)  # not 2*H
-    refused("silu_and_mul_fp32_4_256", [x, out], op="silu_and_mul", arg="x", match="expected shape")
+    refused("silu_and_mul_fp32_4_256_0", [x, out], op="silu_and_mul", arg="x", match="expected shape")
     a, b, o = fakes("matmul", {"M": 4, "N": 5, "K": 6})
     a.shape, a._strides = (1, 4, 6), (24, 6, 1)
     refused("matmul_fp32_64_64_32_0", [a, b, o], op="matmul", arg="a", match="2-D")
@@ -239,7 +239,7 @@ def test_unknown_kernel_is_refused():
     # One flat grid axis x wherever a count could pass grid y's 65535 (issue 16): the kernels unflatten it.
     ("transpose_fp32_32_32", "transpose", {"M": 300, "N": 1000}, {}, (10 * 32, 1, 1), [300, 1000]),
     ("softmax_fp32_4_512_4_0", "softmax", {"M": 257, "N": 4099}, {}, (65, 1, 1), [257, 4099]),
-    ("silu_and_mul_fp32_4_256", "silu_and_mul", {"M": 257, "H": 4099}, {}, (65 * 17, 1, 1), [257, 4099]),
+    ("silu_and_mul_fp32_4_256_0", "silu_and_mul", {"M": 257, "H": 4099}, {}, (65 * 17, 1, 1), [257, 4099]),
     ("rope_fp32_16_64_4", "rope", {"B": 2, "H": 3, "S": 17, "D": 128}, {}, (2 * 6, 1, 1), [17, 128]),
     # matmul/bmm: x is batch entry * tiles + the output-tile index (swizzled in the kernel)
     ("matmul_fp32_64_64_32_0", "matmul", {"M": 127, "N": 129, "K": 131}, {}, (6, 1, 1), [1, 127, 129, 131]),
@@ -365,7 +365,7 @@ def test_plan_rows_exact_is_a_host_key():
 def test_plan_silu_and_mul_takes_exact_only_for_whole_tiles():
     from tilerosetta.backends.tile_cpp import exact_twin
 
-    kernel, cfg = "silu_and_mul_bf16_2_1024", {"TM": 2, "TN": 1024}
+    kernel, cfg = "silu_and_mul_bf16_2_1024_0", {"TM": 2, "TN": 1024, "AX": 0}
     for dims, exact in (({"M": 4, "H": 2048}, True), ({"M": 3, "H": 2048}, False), ({"M": 4, "H": 1536}, False)):
         plan = mod.plan(kernel, fakes("silu_and_mul", dims, torch.bfloat16), {})
         assert plan["aligned"] and plan["function"] == kernel + ("_exact" if exact else "_a16"), (dims, plan)
@@ -457,8 +457,8 @@ def test_attention_default_config_takes_16_row_tiles_for_decode():
     ("transpose_fp32_32_32", "transpose", {"M": 1, "N": 12}, torch.float32, 1 << 20, False),  # M = out's row stride
     ("softmax_bf16_1_1024_4_0", "softmax", {"M": 1, "N": 4096}, torch.bfloat16, 1 << 20, True),
     ("softmax_bf16_1_1024_4_0", "softmax", {"M": 4096, "N": 4095}, torch.bfloat16, 1 << 20, False),
-    ("silu_and_mul_fp16_4_256", "silu_and_mul", {"M": 3, "H": 8}, torch.float16, 1 << 20, True),
-    ("silu_and_mul_fp16_4_256", "silu_and_mul", {"M": 3, "H": 12}, torch.float16, 1 << 20, False),  # 2nd half offset
+    ("silu_and_mul_fp16_4_256_0", "silu_and_mul", {"M": 3, "H": 8}, torch.float16, 1 << 20, True),
+    ("silu_and_mul_fp16_4_256_0", "silu_and_mul", {"M": 3, "H": 12}, torch.float16, 1 << 20, False),  # 2nd half offset
     ("rope_bf16_16_64_4", "rope", {"B": 1, "H": 2, "S": 5, "D": 128}, torch.bfloat16, 1 << 20, True),
     ("rope_bf16_16_64_4", "rope", {"B": 1, "H": 2, "S": 5, "D": 24}, torch.bfloat16, 1 << 20, False),  # D/2 = 12
     ("add_rms_norm_bf16_1_1024_4_0", "add_rms_norm", {"M": 2, "N": 4096}, torch.bfloat16, 1 << 20, True),
@@ -910,3 +910,18 @@ def test_row_occupancy_8_fits_8_ctas_without_spills(op, tmp_path):
         row = found[k["name"] + "_exact"]
         assert row["REG"] * row["threads"] * 8 <= 65536, f"{k['name']}_exact: {row['REG']} registers x {row['threads']}"
         assert row.get("LOCAL", 0) == 0 and row.get("STL", 0) == 0, f"{k['name']}_exact spills: {row}"
+
+
+def test_silu_and_mul_exp2_switch_frees_registers(tmp_path):
+    # AX 1 (a sweep option, cpp/kernels/silu_and_mul.cu): exp2 with flushed subnormals instead of ct::exp drops the
+    # exp's range reduction, so each 16-bit AX 1 `_exact` kernel has fewer instructions and registers than its AX 0
+    # twin (sm_90, 2 x 1024: 392 -> 296 instructions, 67 -> 55 registers, 7 -> 9 CTAs per SM), the same MUFU.EX2
+    # per element, its loads outside branch regions and nothing spilled.
+    found = _sm90_stats("silu_and_mul", tmp_path)
+    ax1 = [k for k in kernels_of("silu_and_mul") if k["config"]["AX"] == 1]
+    assert ax1, "no AX 1 silu_and_mul config instantiated"
+    for k in ax1:
+        fast, exact = found[k["name"] + "_exact"], found[k["name"][:-1] + "0_exact"]
+        assert fast["instr"] < exact["instr"] and fast["REG"] < exact["REG"], (k["name"], fast, exact)
+        assert fast["MUFU.EX2"] == exact["MUFU.EX2"] > 0, (k["name"], fast, exact)
+        assert (fast["ldg_in_bssy"], fast.get("STL", 0), fast.get("LOCAL", 0)) == (0, 0, 0), (k["name"], fast)

@@ -66,17 +66,17 @@
   TR_ROW_KERNELS_16(X, op, bf16, __nv_bfloat16)
 #define TR_FAMILY_ROWS_CONFIG_KEYS "TM", "TN", "OCC", "W"
 
-// silu_and_mul: TM x TN output tile
+// silu_and_mul: TM x TN output tile; AX 1 = exp2 with flushed subnormals instead of exp (kernels/silu_and_mul.cu)
 #define TR_SILU_AND_MUL_KERNELS(X) \
-  X(silu_and_mul, fp32, float, 4, 256) X(silu_and_mul, fp32, float, 1, 1024) \
+  X(silu_and_mul, fp32, float, 4, 256, 0) X(silu_and_mul, fp32, float, 1, 1024, 0) \
   TR_SILU_AND_MUL_KERNELS_16(X, fp16, __half) TR_SILU_AND_MUL_KERNELS_16(X, bf16, __nv_bfloat16)
 // 16-bit also two-row tiles: sm_90 SASS (tileiras 13.4) of 2 x 1024 and 2 x 2048 issues 4 and 8 predicated
 // LDG.E.128 back to back, where 4 x 256 and 1 x 1024 put each load in its own bounds branch region (two rows
 // and no __restrict__ is what it takes: repro/tile_cpp/bounds_checked_loads.cu ROWS=2 RESTRICT=0). H200:
 // 2 x 2048 is the tuned tile (69% -> 95.6% of copy, bench/GAPS.md).
 #define TR_SILU_AND_MUL_KERNELS_16(X, dt, CT) \
-  X(silu_and_mul, dt, CT, 4, 256) X(silu_and_mul, dt, CT, 1, 1024) X(silu_and_mul, dt, CT, 2, 1024) \
-  X(silu_and_mul, dt, CT, 2, 2048)
+  X(silu_and_mul, dt, CT, 4, 256, 0) X(silu_and_mul, dt, CT, 1, 1024, 0) X(silu_and_mul, dt, CT, 2, 1024, 0) \
+  X(silu_and_mul, dt, CT, 2, 2048, 0) X(silu_and_mul, dt, CT, 2, 1024, 1) X(silu_and_mul, dt, CT, 2, 2048, 1)
 
 // rope: TS positions per block, TD columns of each half per chunk (looped over D/2), OCC occupancy hint
 #define TR_ROPE_KERNELS_T(X, dt, CT) \
@@ -124,7 +124,7 @@
 // The names of the template arguments, per op, in order (used by the module to report configs); a family
 // op's come with its family (tr_families.h).
 #define TR_CONFIG_KEYS(Y) \
-  Y(vector_add, "TILE") Y(transpose, "TM", "TN") Y(silu_and_mul, "TM", "TN") Y(rope, "TS", "TD", "OCC") \
+  Y(vector_add, "TILE") Y(transpose, "TM", "TN") Y(silu_and_mul, "TM", "TN", "AX") Y(rope, "TS", "TD", "OCC") \
   Y(matmul, "TM", "TN", "TK", "W") Y(bmm, "TM", "TN", "TK", "W") Y(attention, "D", "TQ", "TK", "W", "OCC") \
   TR_FAMILY_OPS_CONFIG_KEYS(Y)
 

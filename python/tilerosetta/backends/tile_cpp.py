@@ -154,7 +154,7 @@ DEFAULTS: dict[str, Callable[[torch.dtype, dict], dict]] = {
     # against 68.5 / 272 us for 64 x 64)
     "transpose": lambda dtype, dims: {"TM": 32, "TN": 32} if dtype == torch.float32 else {"TM": 128, "TN": 128},
     "softmax": lambda dtype, dims: _row_default(dtype, dims, widest=16384),  # no weights beside the row
-    "silu_and_mul": lambda dtype, dims: {"TM": 4, "TN": 256},
+    "silu_and_mul": lambda dtype, dims: {"TM": 4, "TN": 256, "AX": 0},
     # 16-bit: 32 positions at 4 CTAs/SM (OCC 8 caps at 64 registers and spills a little on sm_90;
     # the sweep can still pick it); fp32 tiles are twice the bytes, so 16 positions.
     "rope": lambda dtype, dims: {"TS": 16, "TD": 64, "OCC": 4} if dtype == torch.float32
