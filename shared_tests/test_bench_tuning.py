@@ -148,6 +148,33 @@ def test_sweep_cli_without_gpu(capsys):
     assert cli.main(["sweep", "--op", "matmul", "--backend", "torch", "--allow-cpu", "--write-best"]) == 2
 
 
+def test_sweep_plan_lists_what_a_sweep_would_time_without_a_gpu(capsys):
+    """`sweep --plan` (no GPU): per bench case the configurations after --where (groups repeated or joined by '/',
+    as gpu-session's SWEEPS write them), the backend's refusals and --max-configs, and the refused ones with the
+    reason; a filter that selects nothing or names an unknown key fails before any device time is spent."""
+    from tilerosetta import cli
+
+    assert cli.main(["sweep", "--plan", "--backend", "triton", "--op", "rope", "--size", "0",
+                     "--where", "BLOCK_R=16,num_warps=4,WIDE=0/BLOCK_R=8,num_warps=2,EVICT=1,WIDE=1"]) == 0
+    out = capsys.readouterr().out
+    lines = [ln.strip() for ln in out.splitlines() if ln.startswith("  ")]
+    assert "B4_H32_S4096_D128: the default, then 4 configuration(s); 0 refused" in out, out
+    assert lines == ["BLOCK_R=8,num_warps=2,EVICT=1,WIDE=1", "BLOCK_R=16,num_warps=4,EVICT=0,WIDE=0",
+                     "BLOCK_R=16,num_warps=4,EVICT=1,WIDE=0", "BLOCK_R=16,num_warps=4,EVICT=2,WIDE=0"], lines  # space order
+    assert cli.main(["sweep", "--plan", "--backend", "triton", "--op", "rope", "--where", "BLOCK_R=3"]) == 2
+    assert "no configuration of the bf16 space matches --where BLOCK_R=3" in capsys.readouterr().out
+    assert cli.main(["sweep", "--plan", "--backend", "triton", "--op", "rope", "--where", "BOGUS=1"]) == 2
+    assert "unknown config key(s) ['BOGUS']" in capsys.readouterr().out
+
+
+def test_sweep_plan_shows_refusals():
+    b = TunableBackend("tunable")
+    spec = get_spec("vector_add")
+    b.config_refusal = lambda op, dtype, dims, cfg: "too wide" if cfg["BLOCK"] == 256 else None
+    space, refused = sweep.plan(b, spec, torch.float32, spec.cases[3], max_configs=2)
+    assert len(space) == 2 and {"BLOCK": 256} not in space and refused == [({"BLOCK": 256}, "too wide")]
+
+
 def test_spread_keeps_ends_and_count():
     from tilerosetta.bench.sweep import spread
 

@@ -8,7 +8,8 @@
 # Usage: tools/gpu-session.sh OUTDIR   (needs gpu-bundle/ from `make gpu-bundle`)
 # Env: BACKENDS (default: all that run), SUITE_K ("backend=pytest -k expr;..." to narrow a backend's suite),
 #      ONLY_K (a pytest -k expr for every backend's suite, e.g. ONLY_K=add_rms_norm: one op everywhere),
-#      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'), MAX_CONFIGS (8),
+#      SWEEPS ("backend:op:dtype:size[:where] ...", where = --where groups joined by '/'; check each on the CPU first:
+#      `tilerosetta sweep --plan --backend B --op OP --dtype D --size N --where WHERE --max-configs 8`), MAX_CONFIGS (8),
 #      AFTER_SWEEPS="cmd" (after the sweeps, on the table they wrote, into after-sweeps.log; T_AFTER, 120 s: e.g.
 #      `python3 -m pytest -q shared_tests/test_tuned_conformance_gpu.py`, which then checks only the entries this
 #      call's sweeps changed: TILEROSETTA_TUNED_SINCE is set to the table from before them),

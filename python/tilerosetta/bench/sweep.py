@@ -62,19 +62,29 @@ def spread(space: list[dict], max_configs: int | None) -> list[dict]:
     return [space[round(i * step)] for i in range(max_configs)]
 
 
-def sweep_case(backend: Backend, spec: OpSpec, dtype, case: Case, writer: ResultsWriter, settings: Settings,
-               ceilings=None, timer=None, on_config=None, max_configs: int | None = None,
-               where: list[dict[str, int]] | None = None,
-               pick: Callable[[list[dict]], list[dict]] | None = None) -> list[dict]:
+def plan(backend: Backend, spec: OpSpec, dtype, case: Case, max_configs: int | None = None,
+         where: list[dict[str, int]] | None = None) -> tuple[list[dict], list[tuple[dict, str]]]:
+    """(the configurations a sweep of this case times after the backend's default, in order; those the `where`
+    groups selected that the backend refuses for this case, with its reason). Needs no GPU (`sweep --plan`)."""
     offered = select(backend.config_space(spec.name, dtype), where or [])
     if not offered:
         raise ValueError(f"{backend.name}.{spec.name}: no config space for {dtype_name(dtype)} "
-                         f"(config_space returned [])")
+                         f"(config_space returned [])" if not where else
+                         f"{backend.name}.{spec.name}: no configuration of the {dtype_name(dtype)} space matches "
+                         f"--where {' / '.join(config_label(g) for g in where)}")
     judged = [(c, backend.config_refusal(spec.name, dtype, dict(case.dims), c)) for c in offered]
     space = spread([c for c, why in judged if why is None], max_configs)
     if not space:
         raise ValueError(f"{backend.name}.{spec.name}: every config of the space is refused for {case.name} "
                          f"({dtype_name(dtype)}), e.g. {judged[0][0]}: {judged[0][1]}")
+    return space, [(c, why) for c, why in judged if why is not None]
+
+
+def sweep_case(backend: Backend, spec: OpSpec, dtype, case: Case, writer: ResultsWriter, settings: Settings,
+               ceilings=None, timer=None, on_config=None, max_configs: int | None = None,
+               where: list[dict[str, int]] | None = None,
+               pick: Callable[[list[dict]], list[dict]] | None = None) -> list[dict]:
+    space, _refused = plan(backend, spec, dtype, case, max_configs, where)
     if pick:  # a worker of `sweep --gpus`: its share of the configurations (the default always runs)
         space = pick(space)
     runner = CaseRunner(settings, ceilings, timer)

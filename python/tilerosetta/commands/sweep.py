@@ -21,6 +21,8 @@ def run(args) -> int:
     from tilerosetta.commands.bench import no_gpu_message
     from tilerosetta.specs import get_spec, parse_dtype
 
+    if args.plan:
+        return _print_plan(args)
     if args.gpus:  # the configurations split over one worker per GPU (tilerosetta/shard.py)
         return shard.run_sweep(args)
     console = make_console()
@@ -52,7 +54,7 @@ def run(args) -> int:
         console.print(f"[red]{exc}[/]")
         return 2
     try:
-        where = [sweep.parse_where(w) for w in args.where]
+        where = [sweep.parse_where(g) for w in args.where for g in w.split("/")]
     except ValueError as exc:
         console.print(f"[red]--where: {exc}[/]")
         return 2
@@ -95,6 +97,41 @@ def run(args) -> int:
     return 0
 
 
+def _print_plan(args) -> int:
+    """--plan: the configurations each bench case's sweep would time (after --where, the backend's refusals and
+    --max-configs), without a GPU: to check a device session's SWEEPS before spending device time on them."""
+    from tilerosetta import backends as registry
+    from tilerosetta.bench import runner, sweep
+    from tilerosetta.specs import get_spec, parse_dtype
+
+    console = make_console()
+    try:
+        backend, spec = registry.get(args.backend), get_spec(args.op)
+        dtype = parse_dtype(args.dtype)
+        cases = runner.select_cases(spec, args.size, args.quick, cpu=False)
+        where = [sweep.parse_where(g) for w in args.where for g in w.split("/")]
+    except (KeyError, ValueError) as exc:
+        console.print(f"[red]{exc}[/]")
+        return 2
+    ok, reason = backend.is_available()
+    if not ok and not backend.config_space(spec.name, dtype):
+        console.print(f"[red]{backend.name} unavailable here, so its config space is unknown[/]: {reason}")
+        return 2
+    for case in cases:
+        try:
+            space, refused = sweep.plan(backend, spec, dtype, case, args.max_configs, where)
+        except ValueError as exc:
+            console.print(f"[red]{exc}[/]")
+            return 2
+        console.print(f"{backend.name} {spec.name} {args.dtype} {case.name}: the default, then {len(space)} "
+                      f"configuration(s); {len(refused)} refused", highlight=False)
+        for cfg in space:
+            console.print(f"  {sweep.config_label(cfg)}", highlight=False)
+        for cfg, why in refused:
+            console.print(f"  refused {sweep.config_label(cfg)}: {why}", highlight=False)
+    return 0
+
+
 def register(sub):
     p = sub.add_parser("sweep", help="time a backend over its tile-size configurations (checked first)")
     p.add_argument("--op", required=True)
@@ -108,11 +145,15 @@ def register(sub):
                    help="try at most this many configurations, evenly spread over the space (default: all)")
     p.add_argument("--where", action="append", default=[], metavar="K=V[,K=V...]",
                    help="keep only configurations matching these key=value pairs; repeat for alternatives "
-                        "(e.g. --where BLOCK_N=128 --where BLOCK_M=64,num_warps=4); applied before --max-configs")
+                        "(e.g. --where BLOCK_N=128 --where BLOCK_M=64,num_warps=4, or join them with '/' as "
+                        "tools/gpu-session.sh's SWEEPS do); applied before --max-configs")
     p.add_argument("--write-best", action="store_true",
                    help="write the fastest correct config per size class into python/tilerosetta/tuned_configs.json")
     p.add_argument("--out-dir", "--out", dest="out_dir", default="",
                    help="folder for the sweep's results (default: bench/results/ on a GPU, build/cpu-results/ on CPU)")
     p.add_argument("--allow-cpu", action="store_true", help="without a GPU: host timing, labelled, never written")
+    p.add_argument("--plan", action="store_true",
+                   help="print the configurations each case's sweep would time (after --where, refusals and "
+                        "--max-configs) and exit; needs no GPU")
     shard.add_arguments(p)
     p.set_defaults(func=run)
