@@ -25,6 +25,8 @@ def _changed_since(path: str | None):
     """(backend, op, dtype, arch, class) -> config of the table at path (None: no filter)."""
     if not path:
         return None
+    if not os.path.isfile(path):  # an empty filter would quietly check every entry instead
+        raise FileNotFoundError(f"TILEROSETTA_TUNED_SINCE={path}: no such table")
     return {(b, op, dt, arch, cls): e["config"] for b, op, dt, arch, cls, e in tuning.entries(path)}
 
 
