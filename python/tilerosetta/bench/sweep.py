@@ -38,6 +38,12 @@ def parse_where(text: str) -> dict[str, int]:
     return out
 
 
+def parse_where_args(texts: list[str]) -> list[dict[str, int]]:
+    """The `--where` groups of a command line: each text one group or several joined by '/' (as
+    tools/gpu-session.sh's SWEEPS write them)."""
+    return [parse_where(group) for text in texts for group in text.split("/")]
+
+
 def select(space: list[dict], where: list[dict[str, int]]) -> list[dict]:
     """The configurations matching any of the `where` groups (all of one group's pairs); all when none given.
     A key that no configuration has is an error (a typo would otherwise silently select nothing)."""

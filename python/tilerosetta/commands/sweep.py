@@ -54,7 +54,7 @@ def run(args) -> int:
         console.print(f"[red]{exc}[/]")
         return 2
     try:
-        where = [sweep.parse_where(g) for w in args.where for g in w.split("/")]
+        where = sweep.parse_where_args(args.where)
     except ValueError as exc:
         console.print(f"[red]--where: {exc}[/]")
         return 2
@@ -109,7 +109,7 @@ def _print_plan(args) -> int:
         backend, spec = registry.get(args.backend), get_spec(args.op)
         dtype = parse_dtype(args.dtype)
         cases = runner.select_cases(spec, args.size, args.quick, cpu=False)
-        where = [sweep.parse_where(g) for w in args.where for g in w.split("/")]
+        where = sweep.parse_where_args(args.where)
     except (KeyError, ValueError) as exc:
         console.print(f"[red]{exc}[/]")
         return 2

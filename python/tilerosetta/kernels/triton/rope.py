@@ -57,4 +57,5 @@ def prepare(q, cos, sin, out, cfg):
     # 32-bit offsets only where the largest one (rows padded to whole blocks, times D) fits in an int32
     wide = bool(cfg.get("WIDE", 1)) or triton.cdiv(rows, cfg["BLOCK_R"]) * cfg["BLOCK_R"] * d >= 2**31
     return [Launch(rope_kernel, (triton.cdiv(rows, cfg["BLOCK_R"]),), (q, cos, sin, out, rows, s, d // 2),
-                   {"BLOCK_R": cfg["BLOCK_R"], "BLOCK_HALF": block_half, "EVICT": cfg.get("EVICT", 0), "WIDE": wide}, {"num_warps": cfg.get("num_warps", 4)})]
+                   {"BLOCK_R": cfg["BLOCK_R"], "BLOCK_HALF": block_half, "EVICT": cfg.get("EVICT", 0), "WIDE": wide},
+                   {"num_warps": cfg.get("num_warps", 4)})]
