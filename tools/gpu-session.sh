@@ -128,7 +128,7 @@ if [ -n "${SWEEPS:-}" ]; then
   end=$(( $(date +%s) + ${T_SWEEPS:-240} ))
   for s in $SWEEPS; do
     IFS=: read -r b op dt size where <<< "$s"
-    wargs=(); [ -n "$where" ] && for g in ${where//\// }; do wargs+=(--where "$g"); done
+    wargs=(); [ -n "$where" ] && wargs=(--where "$where")  # the CLI splits its '/'-joined groups
     left=$(( end - $(date +%s) )); [ $left -gt 10 ] || { echo "sweep budget spent: skipped $s" | tee -a "$out/extra.log"; continue; }
     timeout $left gpu-bundle/run.sh shell python3 -m tilerosetta sweep --backend "$b" --op "$op" --dtype "$dt" \
       --size "$size" "${wargs[@]}" --max-configs "${MAX_CONFIGS:-8}" --write-best --out-dir "$sweeps" >> "$out/extra.log" 2>&1 \
