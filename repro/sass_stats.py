@@ -9,7 +9,11 @@ local memory (spills), stack, shared memory, the count of each opcode family the
              registers: 1 means every load is consumed before the next one issues (one load in flight
              per thread); a bounds-free elementwise kernel issues all its loads first.
   ldg_in_bssy the LDGs that sit inside a BSSY ... BSYNC region (a divergent branch region).
-  wgmma_wait the depths of WARPGROUP.DEPBAR.LE gsb0 (0: wait for every wgmma; 1: one group left in flight).
+  wgmma_wait the depths of WARPGROUP.DEPBAR.LE gsb0 (0: wait for every wgmma; 1: one group left in flight,
+             so the instructions after it overlap the newest wgmma: FA3's intra-warpgroup overlap).
+  setmaxnreg the register counts warpgroups release / take (USETMAXREG: producer / consumer split).
+  bar_ids    the named barriers (BAR.SYNC / BAR.ARV id other than 0); an id in a register (R..) is chosen
+             per warpgroup: how warpgroups take turns (FA3's ping-pong of the consumer warpgroups).
   instr      static SASS instructions of the function.
 cuobjdump: $CUOBJDUMP, else the copy beside tileiras or in Triton's wheel (tilerosetta.toolchain), else PATH.
 """
@@ -73,7 +77,7 @@ def sass_facts(sass: str) -> dict[str, dict]:
         if m := _FUNC.match(line):
             cur = out.setdefault(m.group(1), {"mix": Counter(), "ldg_batch": 0, "ldg_in_bssy": 0,
                                               "_pending": set(), "_batch": 0, "_bssy": 0,
-                                              "wgmma_wait": set()})
+                                              "wgmma_wait": set(), "setmaxnreg": set(), "bar_ids": set()})
             continue
         if cur is None or not (m := _INSTR.match(line)):
             continue
@@ -81,6 +85,11 @@ def sass_facts(sass: str) -> dict[str, dict]:
         cur["mix"][op] += 1
         if op.startswith("WARPGROUP.DEPBAR") and (d := re.search(r"gsb0,\s*0x(\w+)", operands)):
             cur["wgmma_wait"].add(int(d.group(1), 16))  # how many wgmma groups it leaves in flight
+        if op.startswith("USETMAXREG") and (r := re.search(r"0x(\w+)\s*$", operands)):
+            cur["setmaxnreg"].add(int(r.group(1), 16))
+        if op.startswith(("BAR.SYNC", "BAR.ARV")) and (b := re.match(r"\s*(R\d+|0x\w+)", operands)):
+            if b.group(1) not in ("0x0", "0x00"):
+                cur["bar_ids"].add(b.group(1) if b.group(1).startswith("R") else str(int(b.group(1), 16)))
         parts = operands.split(",")
         # a store reads every operand; anything else writes its first operand and reads the rest
         reads = parts if op.startswith(("ST", "RED", "BAR", "BRA", "BSSY", "BSYNC")) else parts[1:]
@@ -120,14 +129,17 @@ def stats(path: str) -> dict[str, dict]:
             row[fam] = sum(n for op, n in f["mix"].items() if op == fam or op.startswith(fam + "."))
         row["ldg_batch"], row["ldg_in_bssy"] = f["ldg_batch"], f["ldg_in_bssy"]
         row["instr"] = sum(f["mix"].values())
-        if f["wgmma_wait"]:
-            row["wgmma_wait"] = "/".join(map(str, sorted(f["wgmma_wait"])))
+        for key in ("wgmma_wait", "setmaxnreg"):
+            if f[key]:
+                row[key] = "/".join(map(str, sorted(f[key])))
+        if f["bar_ids"]:  # register ids (per warpgroup) as "R", numbered ones in order
+            row["bar_ids"] = "/".join(sorted({"R" if i.startswith("R") else i for i in f["bar_ids"]}))
     return res
 
 
 def line(name: str, row: dict) -> str:
-    keys = ["threads", "MAXREG", "REG", "LOCAL", "STACK", "SHARED", "instr", *FAMILIES, "wgmma_wait", "ldg_batch",
-            "ldg_in_bssy"]
+    keys = ["threads", "MAXREG", "REG", "LOCAL", "STACK", "SHARED", "instr", *FAMILIES, "wgmma_wait", "setmaxnreg",
+            "bar_ids", "ldg_batch", "ldg_in_bssy"]
     return name + " " + " ".join(f"{k}={row[k]}" for k in keys if k in row and (row[k] or k in
                                                                                  ("REG", "LOCAL", "ldg_batch")))
 

@@ -167,3 +167,41 @@ def test_triton_warp_specialize_leaves_hopper_attention_alone_or_fails(tmp_path)
     assert plain["compiled"] == ws["compiled"] == "1" and plain["sha"] == ws["sha"], (plain, ws)
     assert rows["WARPS=4 WS=0"]["compiled"] == "1", rows
     assert rows["WARPS=4 WS=1"]["compiled"] == "0" and "PassManager" in rows["WARPS=4 WS=1"]["error"], rows
+
+
+def test_cutile_attention_never_overlaps_softmax_with_an_mma(tmp_path):
+    # FA4's sm_90 forward at D 128 (tools/fa4_sm90_facts.py, 2026-12-08): threads=384 REG=168 HGMMA=32
+    # wgmma_wait=0/1 setmaxnreg=24/240 bar_ids=1/2/R. The cuTile loop on the same tile: warp-specialised
+    # (producer + two consumer warpgroups, setmaxnreg), the same MMA and exp2 counts, but each wgmma waited to
+    # completion and no barrier chosen per warpgroup.
+    rows = _run(["repro/cutile_py/attention_schedule.py"], True, tmp_path)
+    d128 = rows["D=128"]
+    assert (d128["threads"], d128["REG"], d128["HGMMA"]) == ("384", "168", "32"), d128
+    assert "/" in d128["setmaxnreg"], d128  # producer and consumers take different register counts
+    for label, row in rows.items():
+        assert row["wgmma_wait"] == "0", (label, row)  # no wgmma left in flight across the softmax
+        assert "R" not in row.get("bar_ids", "").split("/"), (label, row)  # no per-warpgroup turn-taking
+
+
+def test_sass_facts_read_the_schedule_markers():
+    # The lines FA4's sm_90 SASS holds (cuobjdump -sass); no toolchain needed.
+    sys.path.insert(0, str(REPRO))
+    from sass_stats import sass_facts
+
+    sass = """
+        Function : k
+        /*0010*/                   USETMAXREG.DEALLOC.CTAPOOL 0x18 ;
+        /*0020*/                   USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xf0 ;
+        /*0030*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0040*/              @!P0 BAR.ARV 0x2, 0x100 ;
+        /*0050*/                   BAR.SYNC.DEFER_BLOCKING R12, 0x100 ;
+        /*0060*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;
+        /*0070*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        Function : plain
+        /*0010*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0020*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+    """
+    facts = sass_facts(sass)
+    k, plain = facts["k"], facts["plain"]
+    assert (k["setmaxnreg"], k["wgmma_wait"], k["bar_ids"]) == ({24, 240}, {0, 1}, {"2", "R12"}), k
+    assert (plain["setmaxnreg"], plain["wgmma_wait"], plain["bar_ids"]) == (set(), {0}, set()), plain
