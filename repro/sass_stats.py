@@ -12,6 +12,7 @@ local memory (spills), stack, shared memory, the count of each opcode family the
   wgmma_wait the depths of WARPGROUP.DEPBAR.LE gsb0 (0: wait for every wgmma; 1: one group left in flight,
              so the instructions after it overlap the newest wgmma: FA3's intra-warpgroup overlap).
   setmaxnreg the register counts warpgroups release / take (USETMAXREG: producer / consumer split).
+  multicast  the TMA loads that fill every CTA of a cluster at once (.MULTICAST: clusters sharing A or B tiles).
   bar_ids    the named barriers (BAR.SYNC / BAR.ARV id other than 0); an id in a register (R..) is chosen
              per warpgroup: how warpgroups take turns (FA3's ping-pong of the consumer warpgroups).
   instr      static SASS instructions of the function.
@@ -129,6 +130,7 @@ def stats(path: str) -> dict[str, dict]:
             row[fam] = sum(n for op, n in f["mix"].items() if op == fam or op.startswith(fam + "."))
         row["ldg_batch"], row["ldg_in_bssy"] = f["ldg_batch"], f["ldg_in_bssy"]
         row["instr"] = sum(f["mix"].values())
+        row["multicast"] = sum(n for op, n in f["mix"].items() if ".MULTICAST" in op)  # TMA loads to a cluster
         for key in ("wgmma_wait", "setmaxnreg"):
             if f[key]:
                 row[key] = "/".join(map(str, sorted(f[key])))
@@ -138,8 +140,8 @@ def stats(path: str) -> dict[str, dict]:
 
 
 def line(name: str, row: dict) -> str:
-    keys = ["threads", "MAXREG", "REG", "LOCAL", "STACK", "SHARED", "instr", *FAMILIES, "wgmma_wait", "setmaxnreg",
-            "bar_ids", "ldg_batch", "ldg_in_bssy"]
+    keys = ["threads", "MAXREG", "REG", "LOCAL", "STACK", "SHARED", "instr", *FAMILIES, "multicast", "wgmma_wait",
+            "setmaxnreg", "bar_ids", "ldg_batch", "ldg_in_bssy"]
     return name + " " + " ".join(f"{k}={row[k]}" for k in keys if k in row and (row[k] or k in
                                                                                  ("REG", "LOCAL", "ldg_batch")))
 

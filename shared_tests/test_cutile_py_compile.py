@@ -79,6 +79,8 @@ def _launches(op: str, dtype: torch.dtype):
     if op == "transpose":  # both tile orders (OUT_ROWS), each on the bench shapes and the smallest case
         variants += [(case, {"OUT_ROWS": 1 - cfg.default_config(op, dtype_name(dtype), case.dims)["OUT_ROWS"]})
                      for case in chosen]
+    if op in ("matmul", "bmm"):  # PERSIST's tile-walking kernel on the bench shapes (tiles outnumber the SMs)
+        variants += [(case, {"PERSIST": 1}) for case in spec.bench_cases]
     out, keys = [], set()
     for case, override in variants:
         for lx in of(case, **override):
@@ -199,6 +201,51 @@ def test_matmul_plan_drops_hints_for_clamped_tiles():
     assert (p["BM"], p["BN"], p["WARPS"]) == (128, 256, 8)  # 8 warps: the 128x256 accumulator fits
     p = cfg.plan_matmul(1, 1, 4096, 4096, cfg.default_config("matmul", "bf16"))
     assert p["BM"] == 16 and p["WARPS"] == 0 and p["CTAS"] == 0
+
+
+def test_matmul_persist_plans_one_walk_per_sm_and_only_where_tiles_outnumber_blocks():
+    base = {**cfg.default_config("matmul", "bf16"), "PERSIST": 1}
+    p = cfg.plan_matmul(1, 4096, 4096, 4096, base, sms=132)
+    assert p["persistent"] and p["grid"] == (132, 1, 1), p  # 512 tiles walked by 132 blocks
+    assert cfg.plan_matmul(1, 4096, 4096, 4096, {**base, "PERSIST": 2}, sms=132)["grid"] == (264, 1, 1)
+    p = cfg.plan_matmul(1, 4096, 4096, 4096, {**base, "CTAS": 2}, sms=133)
+    assert p["grid"] == (132, 1, 1), p  # whole clusters of two
+    p = cfg.plan_matmul(3, 300, 520, 200, base, sms=132)  # 27 tiles: a block each
+    assert not p["persistent"] and p["grid"] == (27, 1, 1), p
+    p = cfg.plan_matmul(1, 1, 4096, 4096, base, sms=132)  # clamped decode tiles: never
+    assert not p["persistent"], p
+    assert not cfg.plan_matmul(1, 4096, 4096, 4096, cfg.default_config("matmul", "bf16"), sms=132)["persistent"]
+    with pytest.raises(ValueError, match="PERSIST"):
+        cfg.check_config("matmul", {"PERSIST": 4})
+
+
+def test_persistent_matmul_compiles_with_the_tile_kernels_resources():
+    """PERSIST: the same tile body in a loop over tiles. tileiras keeps the warp-specialised layout (sm_90: 384
+    threads, 168 registers, the same TMA loads, stores and wgmma waits) and gives the tile loop more
+    instructions (the walk and the producer's own copy of it)."""
+    if why := _compiler_ready():
+        pytest.skip(why)
+    if "sm_90" not in ARCHS:
+        pytest.skip("TILEROSETTA_CUTILE_ARCHS leaves out sm_90")
+    from tilerosetta import cubin as cubin_mod
+    from tilerosetta.kernels.cutile import prepare_fn
+
+    case = SPECS["matmul"].bench_cases[0]
+    shapes = SPECS["matmul"].shapes(case)
+    t = [torch.empty(shapes[n], dtype=torch.bfloat16, device="meta") for n in ("a", "b", "out")]
+    found = {}
+    for persist in (0, 1):
+        [lx] = prepare_fn("matmul")(*t, {**cfg.default_config("matmul", "bf16", case.dims), "PERSIST": persist})
+        name = export.kernel_name(lx)
+        [k] = cubin_mod.analyse(_compile("sm_90", lx, _signature(lx)))
+        found[persist] = (name, lx.grid, k)
+    (n0, g0, k0), (n1, g1, k1) = found[0], found[1]
+    assert (n0, n1) == ("matmul_kernel", "matmul_persistent_kernel") and g1[0] < g0[0], (found)
+    assert (k1.threads, k1.regs, k1.spill_stores) == (k0.threads, k0.regs, 0), (k0, k1)
+    for op in ("UTMALDG", "UTMASTG", "HGMMA"):
+        assert sum(n for o, n in k1.mix.items() if o.startswith(op)) == sum(
+            n for o, n in k0.mix.items() if o.startswith(op)) > 0, op
+    assert sum(k1.mix.values()) > sum(k0.mix.values())
 
 
 def test_sweep_spaces_are_small_and_valid():

@@ -170,7 +170,7 @@ def test_triton_warp_specialize_leaves_hopper_attention_alone_or_fails(tmp_path)
 
 
 def test_cutile_attention_never_overlaps_softmax_with_an_mma(tmp_path):
-    # FA4's sm_90 forward at D 128 (tools/fa4_sm90_facts.py, 2026-12-08): threads=384 REG=168 HGMMA=32
+    # FA4's sm_90 forward at D 128 (tools/peer_sm90_facts.py fa4, 2026-12-08): threads=384 REG=168 HGMMA=32
     # wgmma_wait=0/1 setmaxnreg=24/240 bar_ids=1/2/R. The cuTile loop on the same tile: warp-specialised
     # (producer + two consumer warpgroups, setmaxnreg), the same MMA and exp2 counts, but each wgmma waited to
     # completion and no barrier chosen per warpgroup.

@@ -55,8 +55,8 @@ def cdiv(a: int, b: int) -> int:
 # Hint knobs (OCC, WARPS, CTAS) take 0 for "let the compiler choose".
 _ROW16 = {"MAX_SINGLE": 16384, "LOOP_TN": 2048, "ROW_ELEMS": 8192, "SM_ELEMS": 32768, "WARPS": 4}
 _ROW32 = {"MAX_SINGLE": 16384, "LOOP_TN": 1024, "ROW_ELEMS": 8192, "SM_ELEMS": 32768, "WARPS": 4}
-_MM16 = {"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8, "WARPS": 8, "CTAS": 0}
-_MM32 = {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8, "WARPS": 0, "CTAS": 0}
+_MM16 = {"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8, "WARPS": 8, "CTAS": 0, "PERSIST": 0}
+_MM32 = {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8, "WARPS": 0, "CTAS": 0, "PERSIST": 0}
 DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "vector_add": {"*": {"TILE": 1024}},
     "silu_and_mul": {"*": {"TILE": 2048}},
@@ -98,9 +98,9 @@ SPACES: dict[str, dict[str, tuple]] = {
     **{op: dict(_ROW_SPACE) for op in ROW_OPS},
     "rope": {"TS": (4, 8, 16, 32, 64, 128), "OCC": (0, 1, 2, 4, 8)},
     "matmul": {"BM": (16, 64, 128, 256), "BN": (32, 64, 128, 256), "BK": (32, 64, 128, 256, 512),
-               "GROUP_M": (4, 8, 16), "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
+               "GROUP_M": (4, 8, 16), "WARPS": (0, 4, 8), "CTAS": (0, 1, 2), "PERSIST": (0, 1, 2)},
     "bmm": {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (32, 64, 128), "GROUP_M": (4, 8, 16),
-            "WARPS": (0, 4, 8), "CTAS": (0, 1, 2)},
+            "WARPS": (0, 4, 8), "CTAS": (0, 1, 2), "PERSIST": (0, 1, 2)},
     "attention": {"BM": (16, 64, 128, 256), "BN": (32, 64, 128), "OCC": (0, 1, 2), "WARPS": (0, 4, 8),
                   "SPLIT_MIN_BLOCKS": (1, 2, 4)},
 }
@@ -129,9 +129,11 @@ def _mm_sweep(base):
                                     (128, 128, 64, 0, 0), (128, 128, 64, 8, 0), (128, 128, 32, 0, 0),
                                     (128, 256, 32, 8, 0), (64, 128, 64, 0, 0)):
         for g in (8, 16):
-            c = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": g, "WARPS": warps, "CTAS": ctas}
+            c = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": g, "WARPS": warps, "CTAS": ctas, "PERSIST": 0}
             if c not in out:
                 out.append(c)
+    # Persistent blocks (`sweep --where PERSIST=1`): the 1-CTA-per-SM tiles that win at 4096^3 and up.
+    out += [{**c, "PERSIST": 1} for c in list(out) if c["BM"] * c["BN"] >= 128 * 256 and c["BK"] <= 64]
     return out
 
 
@@ -140,7 +142,7 @@ def _mm_sweep(base):
 # H200 sweep at M=1 (bench/results/decode/) preferred fewer, wider blocks to one per SM: BN 64 BK 128 at
 # N 4096 (64 blocks, 16.4 us vs 17.1 for decode_config's 128) and BN 128 BK 256 at N 14336 (112 blocks,
 # 32.3 vs 36.6 us); at M = 16 16 x 32 (N 4096) and 16 x 128 (N 14336) won: decode_config's panel rule.
-_MM_DECODE = tuple({"BM": 16, "BN": bn, "BK": bk, "GROUP_M": 8, "WARPS": w, "CTAS": 0}
+_MM_DECODE = tuple({"BM": 16, "BN": bn, "BK": bk, "GROUP_M": 8, "WARPS": w, "CTAS": 0, "PERSIST": 0}
                    for bn in (32, 64, 128) for bk in (128, 256, 512) for w in (0, 4)
                    if bn * bk <= 32768)
 
@@ -174,7 +176,7 @@ def decode_config(n: int) -> dict[str, Any]:
     """The decode matmul default where no sweep entry applies: the spec's decode panel (N 4096 -> 32 columns,
     128 blocks; N 14336 -> 128, 112 blocks) and 256-deep K steps. The 128x256 GEMM tile gave 16 and 56
     blocks: 21.7% / 67% of the copy rate at M=1 on the H200, 48% / 85% with the swept tiles."""
-    return {"BM": 16, "BN": decode_panel(n), "BK": 256, "GROUP_M": 8, "WARPS": 0, "CTAS": 0}
+    return {"BM": 16, "BN": decode_panel(n), "BK": 256, "GROUP_M": 8, "WARPS": 0, "CTAS": 0, "PERSIST": 0}
 
 
 def default_config(op: str, dtype_name: str, dims: dict[str, int] | None = None) -> dict[str, Any]:
@@ -214,6 +216,11 @@ def check_config(op: str, config: dict[str, Any]) -> None:
     for k, v in config.items():
         if k in HINT_KEYS and v == 0 and not isinstance(v, bool):
             continue  # the compiler's choice
+        if k == "PERSIST":
+            if v not in (0, 1, 2) or isinstance(v, bool):
+                raise ValueError(f"cutile_py.{op}: config PERSIST={v!r} must be 0 (a block per tile), 1 or 2 "
+                                 f"(blocks per SM that walk the tiles)")
+            continue
         if k in FLAG_KEYS:
             if v not in (0, 1) or isinstance(v, bool):
                 raise ValueError(f"cutile_py.{op}: config {k}={v!r} must be 0 or 1")
@@ -294,8 +301,10 @@ def plan_rope(bh: int, s: int, d: int, cfg: dict[str, Any]) -> tuple[int, int, t
     return ts, next_pow2(d // 2), check_grid((cdiv(s, ts) * bh, 1, 1))
 
 
-def plan_matmul(bt: int, m: int, n: int, k: int, cfg: dict[str, Any]) -> dict[str, Any]:
-    """Tile sizes shrink to the problem (M=1 must not run 128-row tiles); the mma needs >= 16 per side."""
+def plan_matmul(bt: int, m: int, n: int, k: int, cfg: dict[str, Any], sms: int = H200_SM_COUNT) -> dict[str, Any]:
+    """Tile sizes shrink to the problem (M=1 must not run 128-row tiles); the mma needs >= 16 per side.
+    PERSIST > 0: min(tiles, PERSIST x sms) blocks walk the tiles (kernels/cutile/matmul.py), rounded down to
+    whole clusters of CTAS; never for clamped tiles or fewer tiles than blocks (nothing to walk)."""
     bm = max(16, min(cfg["BM"], next_pow2(m)))
     bn = max(16, min(cfg["BN"], next_pow2(n)))
     bk = max(16, min(cfg["BK"], next_pow2(k)))
@@ -303,9 +312,13 @@ def plan_matmul(bt: int, m: int, n: int, k: int, cfg: dict[str, Any]) -> dict[st
     # Tiles clamped below the config's (a small problem): its warp / cluster hints were chosen for the full
     # tiles. A config that asks for small tiles itself (decode) keeps its hints.
     small = bm < min(cfg["BM"], 128) or bn < min(cfg["BN"], 128)
+    ctas = 0 if small else cfg.get("CTAS", 0)
+    blocks = cfg.get("PERSIST", 0) * sms // max(ctas, 1) * max(ctas, 1)
+    persistent = not small and 0 < blocks < tiles * bt
     # Flat grid: output tiles x batch entries on axis x (unflattened in-kernel), so Bt > 65535 works.
-    return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": cfg["GROUP_M"], "grid": check_grid((tiles * bt, 1, 1)),
-            "WARPS": 0 if small else cfg.get("WARPS", 0), "CTAS": 0 if small else cfg.get("CTAS", 0)}
+    return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": cfg["GROUP_M"],
+            "grid": check_grid((blocks if persistent else tiles * bt, 1, 1)), "persistent": persistent,
+            "WARPS": 0 if small else cfg.get("WARPS", 0), "CTAS": ctas}
 
 
 def plan_attention(b: int, h: int, hkv: int, s: int, sk: int, d: int, cfg: dict[str, Any],

@@ -7,24 +7,25 @@ on both operands, so they add 0 to the dot products. M/N tails are padded on loa
 ct.store. fp32 operands are rounded to tf32 for the tensor cores (the spec's fp32 tolerance is tf32's);
 fp16/bf16 feed the mma directly. Output tiles are visited in GROUP_M-tall column-major groups so that
 blocks running together share A rows and B columns in L2.
+
+PERSIST (config, 0 = off): PERSIST x SMs blocks each walk the output tiles t = bid, bid + blocks, ... in the
+same order. tileiras warp-specialises the tile loop as it does one tile (sm_90: a TMA producer warpgroup with
+its own copy of the loop, two consumer warpgroups that hand the finished tile to a store warp through shared
+memory), so the producer starts the next tile's loads while the consumers finish the last one: no per-tile
+pipeline fill, which one block per tile pays (inference from the SASS; the timing is the sweep's to show).
 """
 
 import cuda.tile as ct
 
+from tilerosetta.backends.base import sm_count
 from tilerosetta.kernels.cutile.config import Launch, plan_matmul
 from tilerosetta.kernels.cutile.hints import hinted
 
 ZERO = ct.PaddingMode.ZERO
 
 
-@ct.kernel
-def matmul_kernel(a, b, out, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
-                  GROUP_M: ct.Constant[int]):
-    tiles_m = ct.cdiv(a.shape[1], BM)
-    tiles_n = ct.cdiv(b.shape[2], BN)
-    # One flat grid axis of (batch entry, output tile), tile fastest: Bt may exceed grid y's 65535.
-    batch = ct.bid(0) // (tiles_m * tiles_n)
-    pid = ct.bid(0) % (tiles_m * tiles_n)
+def _tile(a, b, out, batch, pid, tiles_m, tiles_n, BM, BN, BK, GROUP_M):
+    """Output tile `pid` (flat, of tiles_m x tiles_n) of batch entry `batch`."""
     # Swizzle the flat tile id into (pm, pn): GROUP_M rows of tiles, column by column.
     per_group = GROUP_M * tiles_n
     first_m = (pid // per_group) * GROUP_M
@@ -43,10 +44,31 @@ def matmul_kernel(a, b, out, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.
     ct.store(out, (batch, pm, pn), ct.reshape(ct.astype(acc, out.dtype), (1, BM, BN)))
 
 
+@ct.kernel
+def matmul_kernel(a, b, out, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+                  GROUP_M: ct.Constant[int]):
+    tiles_m = ct.cdiv(a.shape[1], BM)
+    tiles_n = ct.cdiv(b.shape[2], BN)
+    # One flat grid axis of (batch entry, output tile), tile fastest: Bt may exceed grid y's 65535.
+    _tile(a, b, out, ct.bid(0) // (tiles_m * tiles_n), ct.bid(0) % (tiles_m * tiles_n), tiles_m, tiles_n,
+          BM, BN, BK, GROUP_M)
+
+
+@ct.kernel
+def matmul_persistent_kernel(a, b, out, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+                             GROUP_M: ct.Constant[int]):
+    tiles_m = ct.cdiv(a.shape[1], BM)
+    tiles_n = ct.cdiv(b.shape[2], BN)
+    per_entry = tiles_m * tiles_n
+    for t in range(ct.bid(0), a.shape[0] * per_entry, ct.num_blocks(0)):  # the non-persistent grid's order
+        _tile(a, b, out, t // per_entry, t % per_entry, tiles_m, tiles_n, BM, BN, BK, GROUP_M)
+
+
 def _launch(a3, b3, out3, cfg):
     bt, m, k = a3.shape
-    p = plan_matmul(bt, m, b3.shape[2], k, cfg)
-    kernel = hinted(matmul_kernel, num_worker_warps=p["WARPS"] or None, num_ctas=p["CTAS"] or None)
+    p = plan_matmul(bt, m, b3.shape[2], k, cfg, sm_count(device=a3.device))
+    body = matmul_persistent_kernel if p["persistent"] else matmul_kernel
+    kernel = hinted(body, num_worker_warps=p["WARPS"] or None, num_ctas=p["CTAS"] or None)
     return [Launch(kernel, p["grid"], (a3, b3, out3, p["BM"], p["BN"], p["BK"], p["GROUP_M"]))]
 
 
