@@ -69,10 +69,11 @@ MM_CONFIGS = [{"BM": 128, "BN": 256, "BK": 64, "WARPS": 8}, {"BM": 128, "BN": 25
 
 @pytest.mark.parametrize("config", MM_CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
 def test_matmul_tiles_and_hints(cutile, config):
-    # The last two cases have more 128 x 256 tiles than an H200 has SMs (162 and 150), ragged in M, N and K, so
-    # PERSIST's blocks walk several tiles each, some one fewer than others, across batch entries in bmm.
+    # The last two cases have more 128 x 256 tiles than an H200 has SMs (153 and 150), ragged in M, N and K, so
+    # PERSIST's blocks walk several tiles each, some one fewer than others, across batch entries in bmm; 153
+    # is odd, so with CTAS 2 one cluster's walk holds a tile past the last (loaded, never stored).
     for case in (Case({"M": 300, "N": 520, "K": 200}), Case({"M": 1, "N": 4096, "K": 257}),
-                 Case({"M": 1024, "N": 1024, "K": 1024}), Case({"M": 2300, "N": 2080, "K": 136})):
+                 Case({"M": 1024, "N": 1024, "K": 1024}), Case({"M": 2100, "N": 2080, "K": 136})):
         _check(cutile, "matmul", torch.bfloat16, case, config)
     for case in (Case({"Bt": 3, "M": 257, "N": 384, "K": 130}), Case({"Bt": 5, "M": 600, "N": 1300, "K": 72})):
         _check(cutile, "bmm", torch.float16, case, config)

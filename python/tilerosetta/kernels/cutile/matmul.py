@@ -56,11 +56,15 @@ def matmul_kernel(a, b, out, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.
 
 @ct.kernel
 def matmul_persistent_kernel(a, b, out, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
-                             GROUP_M: ct.Constant[int]):
+                             GROUP_M: ct.Constant[int], CLUSTER: ct.Constant[int]):
     tiles_m = ct.cdiv(a.shape[1], BM)
     tiles_n = ct.cdiv(b.shape[2], BN)
     per_entry = tiles_m * tiles_n
-    for t in range(ct.bid(0), a.shape[0] * per_entry, ct.num_blocks(0)):  # the non-persistent grid's order
+    # The walk is the non-persistent grid's order. Its length is rounded up to whole clusters (CTAS) so the
+    # CTAs of a cluster, which may share multicast loads, run the same number of tiles; a tile past the
+    # last (batch index Bt) loads zeros and its store falls outside out, so it is dropped.
+    total = ct.cdiv(a.shape[0] * per_entry, CLUSTER) * CLUSTER
+    for t in range(ct.bid(0), total, ct.num_blocks(0)):
         _tile(a, b, out, t // per_entry, t % per_entry, tiles_m, tiles_n, BM, BN, BK, GROUP_M)
 
 
@@ -69,7 +73,8 @@ def _launch(a3, b3, out3, cfg):
     p = plan_matmul(bt, m, b3.shape[2], k, cfg, sm_count(device=a3.device))
     body = matmul_persistent_kernel if p["persistent"] else matmul_kernel
     kernel = hinted(body, num_worker_warps=p["WARPS"] or None, num_ctas=p["CTAS"] or None)
-    return [Launch(kernel, p["grid"], (a3, b3, out3, p["BM"], p["BN"], p["BK"], p["GROUP_M"]))]
+    cluster = (max(p["CTAS"], 1),) if p["persistent"] else ()
+    return [Launch(kernel, p["grid"], (a3, b3, out3, p["BM"], p["BN"], p["BK"], p["GROUP_M"], *cluster))]
 
 
 def prepare(a, b, out, cfg):
