@@ -162,6 +162,22 @@ def test_matmul_tma_tails(triton_backend, op, dtype):
     _check(triton_backend, op, dtype, Case(dims), cfg)
 
 
+@pytest.mark.parametrize("dtype", ALL, ids=dtype_name)
+@pytest.mark.parametrize("op", ["matmul", "bmm"])
+def test_matmul_tma_persistent_walks_every_tile_once(triton_backend, op, dtype, monkeypatch):
+    # PERSIST 1 with 2 "SMs": 2 programs walk the 8 x 9 (x 3 entries) tiles of a ragged 127 x 136 x 72 product
+    # in the grouped order, across batch entries, one program a tile fewer than the other; the result must
+    # match the reference exactly as the one-program-per-tile kernel does.
+    from tilerosetta.kernels.triton import matmul
+
+    monkeypatch.setattr(matmul, "sm_count", lambda default=132, device=None: 2)
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 3, "TMA": 1, "PERSIST": 1}
+    dims = {"M": 127, "N": 136, "K": 72} | ({"Bt": 3} if op == "bmm" else {})
+    (lx,) = _matmul_launches(op, dtype, dims, {**triton_backend.default_config(op, dtype, dims), **cfg})
+    assert (lx.kernel.fn.__name__, lx.grid) == ("matmul_tma_persistent_kernel", (2,)), lx
+    _check(triton_backend, op, dtype, Case(dims), cfg)
+
+
 def test_matmul_tma_only_where_a_descriptor_fits():
     # The descriptor kernel needs 16-byte aligned row strides and an unsplit K; elsewhere the pointer kernel.
     import triton
@@ -180,6 +196,11 @@ def test_matmul_tma_only_where_a_descriptor_fits():
     assert kernels({"M": 4096, "N": 4099, "K": 4096})[0][0] == "matmul_kernel"
     assert kernels({"M": 4096, "N": 4098, "K": 4096}, dtype=torch.float32)[0][0] == "matmul_kernel"
     assert kernels({"M": 1, "N": 4096, "K": 4096})[0][0] == "matmul_kernel", "a split K stays on pointers"
+    # PERSIST: one program per SM walks the tiles, where there are more tiles than that (on this CPU sm_count
+    # is the H200's 132)
+    assert kernels({"M": 4096, "N": 4096, "K": 4096}, PERSIST=1) == [("matmul_tma_persistent_kernel", 132)]
+    assert kernels({"M": 4096, "N": 4096, "K": 4096}, PERSIST=1, TMA=0) == [("matmul_kernel", tiles)]
+    assert kernels({"M": 1024, "N": 1024, "K": 1024}, PERSIST=1)[0] == ("matmul_tma_kernel", 32)  # 32 tiles
 
 
 @pytest.mark.parametrize("op", list(SPECS))

@@ -54,10 +54,11 @@ _GPU: dict[str, dict[str, dict[str, Any]]] = {
     # no gain for the GEMVs (matmul kernels 1151 us vs 1141 + 10 us of reduces) and made attention slower
     # (the last program's serial merge of 32 splits: 143 us per step vs 75 us with the combine kernel).
     # TMA: 1 = unsplit tiles through tensor descriptors (matmul.py `matmul_tma_kernel`), 0 = pointer loads.
+    # PERSIST (with TMA): n = n x SMs programs walk the tiles (`matmul_tma_persistent_kernel`), 0 = one per tile.
     "matmul": {"*": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
-                     "num_stages": 3, "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 0, "TMA": 0},
+                     "num_stages": 3, "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 0, "TMA": 0, "PERSIST": 0},
                "fp32": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
-                        "num_stages": 3, "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 0, "TMA": 0}},
+                        "num_stages": 3, "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 0, "TMA": 0, "PERSIST": 0}},
     # TMA: 1 = tensor-descriptor loads/stores (attention.py); 0 = pointer loads (cp.async). SPLIT_MIN_BLOCKS:
     # key tiles per split-KV chunk at least (kernels/attention_split.py; decode only). FIXUP: 1 = a split
     # tile's last program merges the splits (one launch), 0 = a separate combine kernel.
@@ -73,7 +74,7 @@ _MATMUL_SMALL_M = 64
 # before it waits for the previous kernel of the step. 0 by default: on the H200 decode step (decode_profile
 # --step-configs 'matmul:PREFETCH=0;...', 2026-12-01) 0, 4 and 16 gave the same graph step (1.355, 1.363, 1.352 ms).
 _MATMUL_SMALL = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4,
-                 "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 0, "TMA": 0}
+                 "SPLIT_K": 0, "FIXUP": 0, "PREFETCH": 0, "TMA": 0, "PERSIST": 0}
 # Decode (G * S <= 64 query rows per K/V head, one 16-row tile against the cache): 128-key TMA tiles, 4 warps,
 # 2 stages and split-KV chunks of one key tile (256 programs at B=1, Hkv=8, 4096 keys). decode_profile
 # --attention-sweep on the H200 (B1 H32 Hkv8 D128, 4096 keys, 24 caches back to back in one graph): 10.0 us
@@ -161,8 +162,13 @@ def space(op: str, dtype: torch.dtype) -> list[dict[str, Any]]:
             if s * (64 * bk + bk * bn) * size <= 200 * 1024 and cfg not in out:  # fits at M = 64 rows too
                 out.append(cfg)
         # The 8-warp 128-row tiles through tensor descriptors too (`sweep --where TMA=1`).
-        out += [{**c, "TMA": 1} for c in out if c["BLOCK_M"] == 128 and c["num_warps"] == 8 and c["BLOCK_K"] == 64
-                and c["BLOCK_N"] >= 128]
+        tma = [{**c, "TMA": 1} for c in out if c["BLOCK_M"] == 128 and c["num_warps"] == 8 and c["BLOCK_K"] == 64
+               and c["BLOCK_N"] >= 128]
+        # and those walked by one program per SM (`--where PERSIST=1`) where the ring and the output tile, which
+        # the persistent kernel also stages in shared memory, fit (sm_90, 128 x 256 x 64, 3 stages: 213 KB)
+        out += tma + [{**c, "PERSIST": 1} for c in tma
+                      if (c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] + c["BLOCK_M"] * c["BLOCK_N"])
+                      * size <= 220 * 1024]
     elif op == "attention":
         out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s, "TMA": t, "SPLIT_MIN_BLOCKS": sp}
                for t, m, n, w, s, sp in itertools.product((0, 1), (64, 128), (32, 64, 128), (4, 8), (2, 3, 4), (1, 4))]
@@ -182,7 +188,7 @@ def check(op: str, config: dict[str, Any]) -> None:
                              f"[{_MAXNREG[0]}, {_MAXNREG[1]}], got {value}")
         if key in ("FIXUP", "OUT_ROWS", "TMA", "WIDE") and value > 1:
             raise ValueError(f"triton.{op}: config '{key}' must be 0 or 1, got {value}")
-        if key == "EVICT" and value > 2:
-            raise ValueError(f"triton.{op}: config 'EVICT' must be 0, 1 or 2, got {value}")
+        if key in ("EVICT", "PERSIST") and value > 2:
+            raise ValueError(f"triton.{op}: config '{key}' must be 0, 1 or 2, got {value}")
         if key in _POW2_KEYS and (value < 1 or value & (value - 1)):
             raise ValueError(f"triton.{op}: config '{key}' must be a power of two, got {value}")

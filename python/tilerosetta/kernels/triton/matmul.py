@@ -12,6 +12,9 @@ the tails (no masks) and the loads become TMA transfers into the pipeline's shar
 pointer kernel moves its tiles with cp.async, so all 8 warps issue the loads (12 LDGSTS.128 per thread per
 K step on the H200 cubin) and meet at 2 CTA barriers per step (bench/GAPS.md, gap cause 17). Only where a
 descriptor may be built (16-byte aligned bases and row strides) and K is not split; else the pointer kernel.
+PERSIST (with TMA; 0 by default): PERSIST x SMs programs walk the output tiles (`matmul_tma_persistent_kernel`,
+one flattened loop over their tiles' K steps), as Triton's persistent matmul tutorial does on Hopper, where
+one program per tile refills its pipeline at every tile.
 
 Split-K (small M, e.g. a decode step's M = 1..64 tokens against a 4096 x 14336 weight): the output tiles
 alone are far fewer than the 132 SMs, so a GEMV-like product would stream the weight from a handful of
@@ -52,12 +55,18 @@ def _prefetch_l2(ptrs, mask):
 def _grouped_tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """This program's output tile: (flat tile index, what is left of the program index above the tiles
     (batch entry and K split), tile-row, tile-column)."""
+    return _grouped_tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+
+
+@triton.jit
+def _grouped_tile_of(linear, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """_grouped_tile of the `linear`-th position of the program order (a persistent program's walk)."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     # One flat program axis of (batch entry, K split, output tile), tile fastest: Bt may exceed axis 1's
     # 65535, and neighbouring programs read neighbouring column panels of the same B rows.
-    pid = tl.program_id(0) % (tiles_m * tiles_n)
-    rest = tl.program_id(0) // (tiles_m * tiles_n)
+    pid = linear % (tiles_m * tiles_n)
+    rest = linear // (tiles_m * tiles_n)
     # Grouped ordering: GROUP_M tile-rows are walked column-major inside the group.
     per_group = GROUP_M * tiles_n
     first_m = (pid // per_group) * GROUP_M
@@ -77,6 +86,24 @@ def matmul_tma_kernel(a_desc, b_desc, out_desc, M, N, K, BLOCK_M: tl.constexpr, 
         b = b_desc.load([batch, k, rn]).reshape(BLOCK_K, BLOCK_N)
         acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
     out_desc.store([batch, rm, rn], acc.to(out_desc.dtype).reshape(1, BLOCK_M, BLOCK_N))  # clipped at M, N
+
+
+@triton.jit
+def matmul_tma_persistent_kernel(a_desc, b_desc, out_desc, M, N, K, TILES, BLOCK_M: tl.constexpr,
+                                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                                 INPUT_PRECISION: tl.constexpr):
+    """matmul_tma_kernel's TILES output tiles (all batch entries) walked by num_programs programs (config
+    PERSIST), in the same grouped order. flatten: the tile loop and its K loop become one software-pipelined
+    loop, so the loads of a program's next tile start while this tile's last K steps and its store run."""
+    for t in tl.range(tl.program_id(0), TILES, tl.num_programs(0), flatten=True):
+        _pid, batch, pid_m, pid_n = _grouped_tile_of(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        rm, rn = pid_m * BLOCK_M, pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            a = a_desc.load([batch, rm, k]).reshape(BLOCK_M, BLOCK_K)
+            b = b_desc.load([batch, k, rn]).reshape(BLOCK_K, BLOCK_N)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        out_desc.store([batch, rm, rn], acc.to(out_desc.dtype).reshape(1, BLOCK_M, BLOCK_N))
 
 
 @triton.jit
@@ -169,10 +196,12 @@ def prepare_batched(a, b, out, batch, m, n, k, cfg):
     if cfg.get("TMA", 0) and not split and all(_describable(t) for t in (a, b, out)):
         descs = [TensorDescriptor.from_tensor(t.view(batch, rows, cols), [1, br, bc])
                  for t, rows, cols, br, bc in ((a, m, k, bm, bk), (b, k, n, bk, bn), (out, m, n, bm, bn))]
-        return [Launch(matmul_tma_kernel, (tiles,), (*descs, m, n, k),
-                       {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": cfg["GROUP_M"],
-                        "INPUT_PRECISION": precision},
-                       {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})]
+        consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": cfg["GROUP_M"], "INPUT_PRECISION": precision}
+        opts = {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
+        programs = cfg.get("PERSIST", 0) * sm_count(device=a.device)
+        if 0 < programs < tiles:  # PERSIST: that many programs walk the tiles (none is left without one)
+            return [Launch(matmul_tma_persistent_kernel, (programs,), (*descs, m, n, k, tiles), consts, opts)]
+        return [Launch(matmul_tma_kernel, (tiles,), (*descs, m, n, k), consts, opts)]
     total = batch * m * n
     ws = torch.empty((n_split, total), dtype=torch.float32, device=a.device) if split else out
     counters = arrival_counters.region(a.device, tiles) if split and cfg.get("FIXUP", 0) else None
