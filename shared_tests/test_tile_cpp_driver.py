@@ -166,20 +166,33 @@ def test_attention_workspace_allocation_failure_is_reported(fake_driver, tmp_pat
 
 
 def test_bmm_folds_the_batch_into_grid_x(fake_driver, tmp_path):
-    result, log = run_child(fake_driver, tmp_path, "pppiiii", "bmm_fp32_64_64_32_0",
+    result, log = run_child(fake_driver, tmp_path, "pppiiii", "bmm_fp32_64_64_32_0_0",
                             [[5, 127, 131], [5, 131, 129], [5, 127, 129]], "float32", {})
     assert result == "ok", result
-    assert log[1] == "function bmm_fp32_64_64_32_0"  # K, N not multiples of 4 floats: the generic twin
+    assert log[1] == "function bmm_fp32_64_64_32_0_0"  # K, N not multiples of 4 floats: the generic twin
     assert log[2].startswith("launch grid=30,1,1 block=1,1,1")  # 6 output tiles x Bt 5
     assert log[2].endswith("i:5 i:127 i:129 i:131 ")  # Bt, M, N, K
 
 
 def test_aligned_call_launches_the_a16_twin(fake_driver, tmp_path):
-    result, log = run_child(fake_driver, tmp_path, "pppiii", "matmul_bf16_64_64_64_0",
+    result, log = run_child(fake_driver, tmp_path, "pppiii", "matmul_bf16_64_64_64_0_0",
                             [[100, 64], [64, 256], [100, 256]], "bfloat16", {})
     assert result == "ok", result
-    assert log[1] == "function matmul_bf16_64_64_64_0_a16"
+    assert log[1] == "function matmul_bf16_64_64_64_0_0_a16"
     assert log[2].startswith("launch grid=8,1,1 block=1,1,1")
+
+
+def test_persistent_gemm_launches_one_block_per_sm(fake_driver, tmp_path):
+    # P 1 (gemm.cuh): min(tiles, SMs) blocks walk the output tiles. 3 x 2 tiles of 128 x 256 on a 2-SM device:
+    # 2 blocks; on a 16-SM one the 6 tiles get a block each.
+    shapes = [[300, 64], [64, 512], [300, 512]]
+    for sms, grid in (("2", 2), ("16", 6)):
+        (tmp_path / sms).mkdir()  # a log of its own: the fake driver appends
+        result, log = run_child(fake_driver, tmp_path / sms, "pppiii", "matmul_bf16_128_256_64_8_1", shapes, "bfloat16",
+                                {}, TR_FAKE_SMS=sms)
+        assert result == "ok", result
+        assert log[1] == "function matmul_bf16_128_256_64_8_1_a16"
+        assert log[2].startswith(f"launch grid={grid},1,1 block=1,1,1"), (sms, log[2])
 
 
 @pytest.mark.skipif("sm_80" not in os.environ.get("TILEROSETTA_TILE_CPP_ARCHS", "sm_80"),

@@ -185,7 +185,7 @@ def test_refuses_wrong_shape_and_rank():
     refused("silu_and_mul_fp32_4_256_0", [x, out], op="silu_and_mul", arg="x", match="expected shape")
     a, b, o = fakes("matmul", {"M": 4, "N": 5, "K": 6})
     a.shape, a._strides = (1, 4, 6), (24, 6, 1)
-    refused("matmul_fp32_64_64_32_0", [a, b, o], op="matmul", arg="a", match="2-D")
+    refused("matmul_fp32_64_64_32_0_0", [a, b, o], op="matmul", arg="a", match="2-D")
 
 
 def test_refuses_non_contiguous_cpu_and_non_tensor():
@@ -242,10 +242,10 @@ def test_unknown_kernel_is_refused():
     ("silu_and_mul_fp32_4_256_0", "silu_and_mul", {"M": 257, "H": 4099}, {}, (65 * 17, 1, 1), [257, 4099]),
     ("rope_fp32_16_64_4", "rope", {"B": 2, "H": 3, "S": 17, "D": 128}, {}, (2 * 6, 1, 1), [17, 128]),
     # matmul/bmm: x is batch entry * tiles + the output-tile index (swizzled in the kernel)
-    ("matmul_fp32_64_64_32_0", "matmul", {"M": 127, "N": 129, "K": 131}, {}, (6, 1, 1), [1, 127, 129, 131]),
-    ("bmm_fp32_64_64_32_0", "bmm", {"Bt": 5, "M": 127, "N": 129, "K": 131}, {}, (6 * 5, 1, 1), [5, 127, 129, 131]),
+    ("matmul_fp32_64_64_32_0_0", "matmul", {"M": 127, "N": 129, "K": 131}, {}, (6, 1, 1), [1, 127, 129, 131]),
+    ("bmm_fp32_64_64_32_0_0", "bmm", {"Bt": 5, "M": 127, "N": 129, "K": 131}, {}, (6 * 5, 1, 1), [5, 127, 129, 131]),
     # counts beyond grid y's 65535 fit grid x
-    ("bmm_fp32_64_64_32_0", "bmm", {"Bt": 70000, "M": 1, "N": 1, "K": 1}, {}, (70000, 1, 1), [70000, 1, 1, 1]),
+    ("bmm_fp32_64_64_32_0_0", "bmm", {"Bt": 70000, "M": 1, "N": 1, "K": 1}, {}, (70000, 1, 1), [70000, 1, 1, 1]),
     ("transpose_fp32_32_32", "transpose", {"M": 2, "N": 65536 * 33}, {}, (65536 * 33 // 32, 1, 1),
      [2, 65536 * 33]),
 ])
@@ -445,12 +445,12 @@ def test_attention_default_config_takes_16_row_tiles_for_decode():
 
 # ---- the aligned (`_a16`, TMA / 128-bit) twin is chosen only when its assumptions hold ---------------
 @pytest.mark.parametrize("kernel, op, dims, dtype, ptr, aligned", [
-    ("matmul_fp16_64_64_64_0", "matmul", {"M": 1, "N": 64, "K": 64}, torch.float16, 1 << 20, True),
-    ("matmul_fp16_64_64_64_0", "matmul", {"M": 64, "N": 64, "K": 63}, torch.float16, 1 << 20, False),  # K row stride
-    ("matmul_fp16_64_64_64_0", "matmul", {"M": 64, "N": 60, "K": 64}, torch.float16, 1 << 20, False),  # N row stride
-    ("matmul_fp16_64_64_64_0", "matmul", {"M": 64, "N": 64, "K": 64}, torch.float16, (1 << 20) + 2, False),
-    ("bmm_fp32_64_64_32_0", "bmm", {"Bt": 3, "M": 5, "N": 4, "K": 12}, torch.float32, 1 << 20, True),
-    ("bmm_fp32_64_64_32_0", "bmm", {"Bt": 3, "M": 5, "N": 6, "K": 12}, torch.float32, 1 << 20, False),
+    ("matmul_fp16_64_64_64_0_0", "matmul", {"M": 1, "N": 64, "K": 64}, torch.float16, 1 << 20, True),
+    ("matmul_fp16_64_64_64_0_0", "matmul", {"M": 64, "N": 64, "K": 63}, torch.float16, 1 << 20, False),  # K row stride
+    ("matmul_fp16_64_64_64_0_0", "matmul", {"M": 64, "N": 60, "K": 64}, torch.float16, 1 << 20, False),  # N row stride
+    ("matmul_fp16_64_64_64_0_0", "matmul", {"M": 64, "N": 64, "K": 64}, torch.float16, (1 << 20) + 2, False),
+    ("bmm_fp32_64_64_32_0_0", "bmm", {"Bt": 3, "M": 5, "N": 4, "K": 12}, torch.float32, 1 << 20, True),
+    ("bmm_fp32_64_64_32_0_0", "bmm", {"Bt": 3, "M": 5, "N": 6, "K": 12}, torch.float32, 1 << 20, False),
     ("vector_add_fp16_1024", "vector_add", {"N": 1 << 12}, torch.float16, 1 << 20, True),
     ("vector_add_fp16_1024", "vector_add", {"N": 4099}, torch.float16, 1 << 20, False),  # prime length
     ("transpose_fp32_32_32", "transpose", {"M": 8, "N": 12}, torch.float32, 1 << 20, True),
@@ -928,3 +928,23 @@ def test_silu_and_mul_exp2_switch_frees_registers(tmp_path):
         assert fast["instr"] < exact["instr"] and fast["REG"] < exact["REG"], (k["name"], fast, exact)
         assert fast["MUFU.EX2"] == exact["MUFU.EX2"] > 0, (k["name"], fast, exact)
         assert (fast["ldg_in_bssy"], fast.get("STL", 0), fast.get("LOCAL", 0)) == (0, 0, 0), (k["name"], fast)
+
+
+@pytest.mark.parametrize("op", ["matmul", "bmm"])
+def test_persistent_gemm_keeps_the_tile_kernels_resources(op, tmp_path):
+    # P 1 (gemm.cuh): the one-tile body in a walk over tiles. In the _a16 twins (the aligned calls: every bench
+    # shape) tileiras keeps the warp-specialised layout (sm_90, 128 x 256: 384 threads, 168 registers, the same
+    # TMA loads, stores and HGMMA, no spills) and adds the walk's instructions (bf16: 848 -> 1016). The generic
+    # twin (unaligned operands, no TMA) of the walk spills (255 registers, 632 B of stack, where the one-tile
+    # generic kernel holds 228): P is a sweep option for aligned shapes.
+    found = _sm90_stats(op, tmp_path)
+    kernels = kernels_of(op)
+    walks = [k for k in kernels if k["config"]["P"] == 1]
+    assert walks, f"no P 1 {op} config instantiated"
+    for k in walks:
+        twin = [t for t in kernels if t["dtype"] == k["dtype"] and t["config"] == {**k["config"], "P": 0}]
+        assert len(twin) == 1, (k["name"], twin)
+        walk, one = found[k["name"] + "_a16"], found[twin[0]["name"] + "_a16"]
+        same = ("threads", "REG", "UTMALDG", "UTMASTG", "HGMMA")
+        assert [walk.get(f) for f in same] == [one.get(f) for f in same], (k["name"], walk, one)
+        assert walk.get("STL", 0) == 0 and walk["instr"] > one["instr"], (k["name"], walk, one)

@@ -43,8 +43,8 @@ def test_wide_tiles_have_no_loop_so_wider_rows_are_refused(op, tn):
 
 
 def test_other_ops_have_one_entry():
-    assert row_entry("matmul", "matmul_bf16_128_256_64_8", {"TM": 128, "TN": 256, "TK": 64, "W": 8},
-                     {"M": 4096, "N": 4096, "K": 4096}) == "matmul_bf16_128_256_64_8"
+    assert row_entry("matmul", "matmul_bf16_128_256_64_8_0", {"TM": 128, "TN": 256, "TK": 64, "W": 8, "P": 0},
+                     {"M": 4096, "N": 4096, "K": 4096}) == "matmul_bf16_128_256_64_8_0"
 
 
 @pytest.mark.parametrize("op", ROW_OPS)

@@ -85,18 +85,19 @@
   TR_ROPE_KERNELS_T(X, fp32, float) TR_ROPE_KERNELS_T(X, fp16, __half) TR_ROPE_KERNELS_T(X, bf16, __nv_bfloat16)
 
 // matmul, bmm: TM x TN output tile, TK reduction chunk, W the num_worker_warps_per_cta hint (0 = the
-// compiler's choice; 128 x 256 needs 8 or its accumulator spills). fp32 runs as tf32 (HGMMA .TF32).
+// compiler's choice; 128 x 256 needs 8 or its accumulator spills), P persistent blocks per SM (0: a block per
+// tile; gemm.cuh). fp32 runs as tf32 (HGMMA .TF32). P 1 only on the 16-bit 128 x 256 tile (a sweep option).
 #define TR_GEMM_KERNELS_16(X, op, dt, CT) \
-  X(op, dt, CT, 64, 64, 64, 0) X(op, dt, CT, 128, 128, 64, 0) X(op, dt, CT, 128, 256, 64, 8) \
-  X(op, dt, CT, 128, 128, 64, 8)
+  X(op, dt, CT, 64, 64, 64, 0, 0) X(op, dt, CT, 128, 128, 64, 0, 0) X(op, dt, CT, 128, 256, 64, 8, 0) \
+  X(op, dt, CT, 128, 128, 64, 8, 0) X(op, dt, CT, 128, 256, 64, 8, 1)
 #define TR_GEMM_KERNELS(X, op) \
-  X(op, fp32, float, 64, 64, 32, 0) X(op, fp32, float, 128, 128, 32, 0) \
+  X(op, fp32, float, 64, 64, 32, 0, 0) X(op, fp32, float, 128, 128, 32, 0, 0) \
   TR_GEMM_KERNELS_16(X, op, fp16, __half) TR_GEMM_KERNELS_16(X, op, bf16, __nv_bfloat16)
 // Decode (matmul at M <= 16: the weight streamed once): one 16-row tile of A, narrow TN so that N / TN
 // blocks cover the SMs (N 4096 / 32 = 128), a deep TK per load. 16 x 64 x 128 and 16 x 128 x 256: the tiles the
 // H200 sweep at M=1 chose for cuTile Python and cuTile-rs (N 4096 and 14336; bench/results/decode/).
-#define TR_MATMUL_DECODE_KERNELS_16(X, dt, CT) X(matmul, dt, CT, 16, 32, 256, 0) X(matmul, dt, CT, 16, 64, 256, 0) \
-  X(matmul, dt, CT, 16, 64, 128, 0) X(matmul, dt, CT, 16, 128, 256, 0)
+#define TR_MATMUL_DECODE_KERNELS_16(X, dt, CT) X(matmul, dt, CT, 16, 32, 256, 0, 0) \
+  X(matmul, dt, CT, 16, 64, 256, 0, 0) X(matmul, dt, CT, 16, 64, 128, 0, 0) X(matmul, dt, CT, 16, 128, 256, 0, 0)
 #define TR_MATMUL_KERNELS(X)                                                                       \
   TR_GEMM_KERNELS(X, matmul)                                                                       \
   TR_MATMUL_DECODE_KERNELS_16(X, fp16, __half) TR_MATMUL_DECODE_KERNELS_16(X, bf16, __nv_bfloat16)
@@ -125,7 +126,7 @@
 // op's come with its family (tr_families.h).
 #define TR_CONFIG_KEYS(Y) \
   Y(vector_add, "TILE") Y(transpose, "TM", "TN") Y(silu_and_mul, "TM", "TN", "AX") Y(rope, "TS", "TD", "OCC") \
-  Y(matmul, "TM", "TN", "TK", "W") Y(bmm, "TM", "TN", "TK", "W") Y(attention, "D", "TQ", "TK", "W", "OCC") \
+  Y(matmul, "TM", "TN", "TK", "W", "P") Y(bmm, "TM", "TN", "TK", "W", "P") Y(attention, "D", "TQ", "TK", "W", "OCC") \
   TR_FAMILY_OPS_CONFIG_KEYS(Y)
 
 // Generated from the specs (python -m tilerosetta.codegen): the family ops' kernel lists and key names.

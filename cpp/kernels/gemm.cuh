@@ -30,20 +30,12 @@
 
 constexpr int TR_GEMM_GROUP_M = 8;
 
-template <bool A, typename T, int TM, int TN, int TK>
-__tile__ void gemm_tile(T* __restrict__ a, T* __restrict__ b, T* __restrict__ out, int Bt, int M, int N,
-                        int K) {
-  a = tr::al<A>(a), b = tr::al<A>(b), out = tr::al<A>(out);
-  K = tr::dv<A, T>(K);
-  N = tr::dv<A, T>(N);
-  ct::partition_view pa{ct::tensor_span{a, ct::extents{Bt, M, K}}, ct::shape<1, TM, TK>{}};
-  ct::partition_view pb{ct::tensor_span{b, ct::extents{Bt, K, N}}, ct::shape<1, TK, TN>{}};
-  ct::partition_view po{ct::tensor_span{out, ct::extents{Bt, M, N}}, ct::shape<1, TM, TN>{}};
-
-  // One flat grid axis (cpp/src/ops.cpp), output tiles fastest: Bt may exceed grid y's 65535.
-  int tiles_m = tr::ceil_div(M, TM), tiles_n = tr::ceil_div(N, TN);
-  int z = ct::bid().x / (tiles_m * tiles_n);
-  int pid = ct::bid().x % (tiles_m * tiles_n);
+// Output tile t of the flat (batch entry, tile) order: t / (tiles_m tiles_n) is the entry, the rest the tile.
+// t unsigned, as ct::bid().x is: the one-tile kernel's index math stays the unsigned division it was.
+template <typename T, int TM, int TN, int TK, typename PA, typename PB, typename PO>
+__tile__ void gemm_one(PA& pa, PB& pb, PO& po, unsigned t, int tiles_m, int tiles_n, int K) {
+  int z = t / (tiles_m * tiles_n);
+  int pid = t % (tiles_m * tiles_n);
   int per_group = TR_GEMM_GROUP_M * tiles_n;
   int first_m = (pid / per_group) * TR_GEMM_GROUP_M;
   int rows = tiles_m - first_m < TR_GEMM_GROUP_M ? tiles_m - first_m : TR_GEMM_GROUP_M;
@@ -70,13 +62,37 @@ __tile__ void gemm_tile(T* __restrict__ a, T* __restrict__ b, T* __restrict__ ou
   po.store_masked(ct::reshape(ct::element_cast<T>(acc), ct::shape<1, TM, TN>{}), z, pm, pn);
 }
 
+// P 0: one block per output tile. P > 0 (the launch gives min(tiles, P x SMs) blocks, cpp/src/ops.cpp): each
+// block walks tiles bid, bid + blocks, ... in the same order; tileiras warp-specialises the walk as it does one
+// tile, its TMA producer running ahead into the next tile's K steps during the epilogue (cuTile Python's
+// PERSIST, kernels/cutile/matmul.py: the same structure in its sm_90 SASS).
+template <bool A, typename T, int TM, int TN, int TK, int P>
+__tile__ void gemm_tile(T* __restrict__ a, T* __restrict__ b, T* __restrict__ out, int Bt, int M, int N,
+                        int K) {
+  a = tr::al<A>(a), b = tr::al<A>(b), out = tr::al<A>(out);
+  K = tr::dv<A, T>(K);
+  N = tr::dv<A, T>(N);
+  ct::partition_view pa{ct::tensor_span{a, ct::extents{Bt, M, K}}, ct::shape<1, TM, TK>{}};
+  ct::partition_view pb{ct::tensor_span{b, ct::extents{Bt, K, N}}, ct::shape<1, TK, TN>{}};
+  ct::partition_view po{ct::tensor_span{out, ct::extents{Bt, M, N}}, ct::shape<1, TM, TN>{}};
+  // One flat grid axis (cpp/src/ops.cpp), output tiles fastest: Bt may exceed grid y's 65535.
+  int tiles_m = tr::ceil_div(M, TM), tiles_n = tr::ceil_div(N, TN);
+  if constexpr (P == 0) {
+    gemm_one<T, TM, TN, TK>(pa, pb, po, ct::bid().x, tiles_m, tiles_n, K);
+  } else {
+    int blocks = static_cast<int>(ct::num_blocks().x);
+    for (int t : ct::irange(static_cast<int>(ct::bid().x), Bt * tiles_m * tiles_n, blocks))
+      gemm_one<T, TM, TN, TK>(pa, pb, po, static_cast<unsigned>(t), tiles_m, tiles_n, K);
+  }
+}
+
 // W: the num_worker_warps_per_cta hint (common.cuh); 128x256 tiles need 8 or the accumulator spills.
-#define TR_GEMM_ENTRY(op, dt, CT, TM, TN, TK, W)                                                   \
-  extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##TM##_##TN##_##TK##_##W(              \
+#define TR_GEMM_ENTRY(op, dt, CT, TM, TN, TK, W, P)                                                \
+  extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##TM##_##TN##_##TK##_##W##_##P(        \
       CT* __restrict__ a, CT* __restrict__ b, CT* __restrict__ out, int Bt, int M, int N, int K) {   \
-    gemm_tile<false, CT, TM, TN, TK>(a, b, out, Bt, M, N, K);                                      \
+    gemm_tile<false, CT, TM, TN, TK, P>(a, b, out, Bt, M, N, K);                                   \
   }                                                                                                \
-  extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##TM##_##TN##_##TK##_##W##_a16(        \
+  extern "C" TR_HINT_W_##W __tile_global__ void op##_##dt##_##TM##_##TN##_##TK##_##W##_##P##_a16(  \
       CT* __restrict__ a, CT* __restrict__ b, CT* __restrict__ out, int Bt, int M, int N, int K) {   \
-    gemm_tile<true, CT, TM, TN, TK>(a, b, out, Bt, M, N, K);                                       \
+    gemm_tile<true, CT, TM, TN, TK, P>(a, b, out, Bt, M, N, K);                                    \
   }

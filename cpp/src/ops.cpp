@@ -468,6 +468,9 @@ Plan make_plan(const KernelInfo& k, const py::sequence& tensors, const py::dict&
     ints({op == "bmm" ? dm["Bt"] : 1, dm["M"], dm["N"], dm["K"]}), kinds += "iiii";
     // x: batch entry * tiles + the output-tile index (the kernel swizzles the latter for L2 reuse).
     plan.grid[0] = flat({blocks(dm["M"], k.get("TM")), blocks(dm["N"], k.get("TN")), op == "bmm" ? dm["Bt"] : 1});
+    // P > 0: that many blocks per SM walk the tiles (gemm.cuh), where there are more tiles than blocks
+    if (k.get("P") > 0)
+      plan.grid[0] = std::min(plan.grid[0], static_cast<unsigned>(k.get("P") * device_sm_count(plan.device, kH200Sms)));
   } else if (op == "attention") {
     if (dm["D"] != k.get("D"))
       throw ArgError{op, "q", "head dim D=" + std::to_string(dm["D"]) + " does not match kernel " + k.name +

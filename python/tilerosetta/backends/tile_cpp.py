@@ -118,7 +118,7 @@ def _matmul_default(dtype, dims):
     # Decode (M <= 16, 16-bit): the weight is streamed once; the spec's decode panel (N 4096: 16 x 32, 128
     # blocks; N 14336: 16 x 128, 112 blocks), 256-deep K steps (H200 sweeps: bench/results/decode/).
     if dtype != torch.float32 and decode_tiles(dims):
-        return {"TM": 16, "TN": decode_panel(dims.get("N", 4096)), "TK": 256, "W": 0}
+        return {"TM": 16, "TN": decode_panel(dims.get("N", 4096)), "TK": 256, "W": 0, "P": 0}
     return _gemm_default(dtype, dims)
 
 
@@ -129,10 +129,10 @@ def _gemm_default(dtype, dims):
     m, n, bt, sms = dims.get("M", 1 << 20), dims.get("N", 1 << 20), dims.get("Bt", 1), sm_count()
     if dtype == torch.float32:
         big = -(-m // 128) * -(-n // 128) * bt >= sms
-        return {"TM": 128, "TN": 128, "TK": 32, "W": 0} if big else {"TM": 64, "TN": 64, "TK": 32, "W": 0}
+        return {"TM": 128, "TN": 128, "TK": 32, "W": 0, "P": 0} if big else {"TM": 64, "TN": 64, "TK": 32, "W": 0, "P": 0}
     if -(-m // 128) * -(-n // 256) * bt >= sms:
-        return {"TM": 128, "TN": 256, "TK": 64, "W": 8}
-    return {"TM": 64, "TN": 64, "TK": 64, "W": 0}
+        return {"TM": 128, "TN": 256, "TK": 64, "W": 8, "P": 0}  # P 1: persistent blocks (a sweep option)
+    return {"TM": 64, "TN": 64, "TK": 64, "W": 0, "P": 0}
 
 
 def _attention_default(dtype, dims):
