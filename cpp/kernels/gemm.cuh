@@ -63,9 +63,10 @@ __tile__ void gemm_one(PA& pa, PB& pb, PO& po, unsigned t, int tiles_m, int tile
 }
 
 // P 0: one block per output tile. P > 0 (the launch gives min(tiles, P x SMs) blocks, cpp/src/ops.cpp): each
-// block walks tiles bid, bid + blocks, ... in the same order; tileiras warp-specialises the walk as it does one
-// tile, its TMA producer running ahead into the next tile's K steps during the epilogue (cuTile Python's
-// PERSIST, kernels/cutile/matmul.py: the same structure in its sm_90 SASS).
+// block walks tiles bid, bid + blocks, ... in the same order. The _a16 walk keeps the one-tile kernel's
+// warp-specialised resources (sm_90: 384 threads, 168 registers); that its TMA producer runs ahead into the
+// next tile's K steps during the epilogue, as in cuTile Python's PERSIST SASS (kernels/cutile/matmul.py), is
+// the hypothesis the sweep times.
 template <bool A, typename T, int TM, int TN, int TK, int P>
 __tile__ void gemm_tile(T* __restrict__ a, T* __restrict__ b, T* __restrict__ out, int Bt, int M, int N,
                         int K) {
