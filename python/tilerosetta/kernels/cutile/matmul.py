@@ -70,7 +70,9 @@ def matmul_persistent_kernel(a, b, out, BM: ct.Constant[int], BN: ct.Constant[in
 
 def _launch(a3, b3, out3, cfg):
     bt, m, k = a3.shape
-    p = plan_matmul(bt, m, b3.shape[2], k, cfg, sm_count(device=a3.device))
+    # the device's SM count only for a persistent walk: the one-block-per-tile path asks nothing more per call
+    sms = sm_count(device=a3.device) if cfg.get("PERSIST", 0) else 0
+    p = plan_matmul(bt, m, b3.shape[2], k, cfg, sms)
     body = matmul_persistent_kernel if p["persistent"] else matmul_kernel
     kernel = hinted(body, num_worker_warps=p["WARPS"] or None, num_ctas=p["CTAS"] or None)
     cluster = (max(p["CTAS"], 1),) if p["persistent"] else ()

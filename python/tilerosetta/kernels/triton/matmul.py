@@ -191,14 +191,15 @@ def prepare_batched(a, b, out, batch, m, n, k, cfg):
     bm = max(16, min(cfg["BLOCK_M"], triton.next_power_of_2(m)))
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn) * batch
-    n_split, chunk = split_plan(tiles, m, k, bk, a.dtype.itemsize, cfg["SPLIT_K"], sm_count(device=a.device))
+    sms = sm_count(device=a.device)
+    n_split, chunk = split_plan(tiles, m, k, bk, a.dtype.itemsize, cfg["SPLIT_K"], sms)
     split = n_split > 1
     if cfg.get("TMA", 0) and not split and all(_describable(t) for t in (a, b, out)):
         descs = [TensorDescriptor.from_tensor(t.view(batch, rows, cols), [1, br, bc])
                  for t, rows, cols, br, bc in ((a, m, k, bm, bk), (b, k, n, bk, bn), (out, m, n, bm, bn))]
         consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": cfg["GROUP_M"], "INPUT_PRECISION": precision}
         opts = {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
-        programs = cfg.get("PERSIST", 0) * sm_count(device=a.device)
+        programs = cfg.get("PERSIST", 0) * sms
         if 0 < programs < tiles:  # PERSIST: that many programs walk the tiles (none is left without one)
             return [Launch(matmul_tma_persistent_kernel, (programs,), (*descs, m, n, k, tiles), consts, opts)]
         return [Launch(matmul_tma_kernel, (tiles,), (*descs, m, n, k), consts, opts)]
