@@ -11,6 +11,7 @@
 //! i.e. not the kernel that runs (bench/GAPS.md section 0).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::process::Command;
 
 use cutile::compile_api::KernelCompiler;
@@ -79,12 +80,20 @@ fn scratch_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// A scratch file of its own for one call: `{tag}.{n}.{ext}`. The tag names the kernel, not the call, and
+/// threads of one process (cargo's parallel tests) compile and dump the same kernel under different
+/// configurations at once; a file named by the tag alone was overwritten or removed under another call.
+fn scratch_file(tag: &str, ext: &str) -> Result<PathBuf, String> {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, Ordering::Relaxed);
+    Ok(scratch_dir()?.join(format!("{tag}.{n}.{ext}")))
+}
+
 /// Assembles bytecode to a cubin with tileiras; returns the cubin.
 pub fn assemble_cubin(bytecode: &[u8], arch: &str, tag: &str) -> Result<Vec<u8>, String> {
     let tileiras = find_tileiras().ok_or("tileiras not found (set CUTILE_TILEIRAS_PATH)")?;
-    let dir = scratch_dir()?;
-    let input = dir.join(format!("{tag}.tilebc"));
-    let output = dir.join(format!("{tag}.cubin"));
+    let input = scratch_file(tag, "tilebc")?;
+    let output = input.with_extension("cubin");
     std::fs::write(&input, bytecode).map_err(|e| e.to_string())?;
     let run = Command::new(&tileiras)
         .arg(format!("--gpu-name={arch}"))
@@ -130,7 +139,7 @@ pub fn find_cuobjdump() -> Option<PathBuf> {
 /// Runs cuobjdump with `flags` (e.g. "-sass", "--dump-resource-usage", "-elf") on a cubin.
 pub fn cuobjdump(cubin: &[u8], flags: &[&str], tag: &str) -> Result<String, String> {
     let tool = find_cuobjdump().ok_or("cuobjdump not found (set CUOBJDUMP, or pip install triton into .venv)")?;
-    let path = scratch_dir()?.join(format!("{tag}.dump.cubin"));
+    let path = scratch_file(tag, "dump.cubin")?;
     std::fs::write(&path, cubin).map_err(|e| e.to_string())?;
     let run = Command::new(&tool).args(flags).arg(&path).output().map_err(|e| format!("running {}: {e}", tool.display()));
     let _ = std::fs::remove_file(&path);
